@@ -1,0 +1,1 @@
+"""One module per command, each defining a click command named `command`."""

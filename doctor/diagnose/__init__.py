@@ -1,0 +1,1 @@
+"""Facts → findings, grouped into report areas."""

@@ -1,0 +1,112 @@
+"""The one result type: facts with evidence, findings, and the report that carries both.
+
+Probes return dataclasses whose fields are facts and which carry a list of `Evidence`.
+`diagnose` turns facts into `Finding`s; renderers only ever see a `Report`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+
+# Bump when a JSON consumer would have to change; documented in docs/json-schema.md.
+SCHEMA_VERSION = 1
+
+
+class Level(str, enum.Enum):
+    OK = "ok"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+    @property
+    def rank(self) -> int:
+        return _RANK[self]
+
+
+_RANK = {Level.OK: 0, Level.INFO: 1, Level.WARNING: 2, Level.ERROR: 3}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Where a fact came from: a file read, a command run, an env var, an ELF section."""
+
+    kind: str  # "file" | "command" | "env" | "elf" | "derived" | "log"
+    source: str  # path, argv joined, variable name
+    excerpt: str = ""  # what it said (trimmed)
+
+    def __str__(self) -> str:
+        text = f"{self.kind} {self.source}"
+        return f"{text}: {self.excerpt}" if self.excerpt else text
+
+
+@dataclass
+class Finding:
+    id: str  # a stable id from docs/findings/ (shared/reference/diagnoses.md)
+    level: Level
+    title: str
+    detail: str = ""
+    fix: str = ""  # a command or concrete step
+    area: str = ""  # the report area it belongs to ("libtorch", "gpu", ...)
+    evidence: list[Evidence] = field(default_factory=list)
+    subject: str = ""  # what it is about (a path, a GPU) — keeps ids stable across subjects
+
+    @property
+    def docs(self) -> str:
+        return f"docs/findings/{self.id}.md"
+
+
+@dataclass
+class Area:
+    """One line of the flutter-style summary: a title, a one-line status, detail lines."""
+
+    name: str
+    title: str
+    summary: str
+    details: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def level(self) -> Level:
+        return worst(f.level for f in self.findings)
+
+
+@dataclass
+class Report:
+    command: str  # "check", "explain", "smoke", ...
+    facts: dict[str, Any]
+    areas: list[Area]
+    doctor_version: str = ""
+    strict: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [f for a in self.areas for f in a.findings]
+
+    def exit_code(self) -> int:
+        """0 when every required check passes, 1 otherwise (warnings count under --strict)."""
+        limit = Level.WARNING if self.strict else Level.ERROR
+        return 1 if any(f.level.rank >= limit.rank for f in self.findings) else 0
+
+
+def worst(levels) -> Level:
+    return max(levels, key=lambda lv: lv.rank, default=Level.OK)
+
+
+def to_jsonable(value: Any) -> Any:
+    """Dataclasses, enums and paths to plain JSON values (dataclass field order kept)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, PurePath):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [to_jsonable(v) for v in value]
+    return value

@@ -1,0 +1,1 @@
+"""Probes: Host → facts with evidence. A probe never decides ok/bad; diagnose does."""

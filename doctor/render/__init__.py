@@ -1,0 +1,24 @@
+"""Renderers: one Report in, text out. The format table is the only registry."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Protocol
+
+from doctor.model import Report
+
+# format -> module with `render(report, options) -> str`
+FORMATS = {
+    "text": "doctor.render.text",
+    "json": "doctor.render.json",
+}
+
+
+class Options(Protocol):
+    verbose: int
+    color: bool
+
+
+def render(report: Report, fmt: str, *, verbose: int = 0, color: bool = False) -> str:
+    module = importlib.import_module(FORMATS[fmt])
+    return module.render(report, verbose=verbose, color=color)
