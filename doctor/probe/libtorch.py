@@ -1,0 +1,332 @@
+"""Every libtorch a build could pick up: where it is, which version and variant, which ABI.
+
+Layered like uv's torch backend: each source is a tiny function returning candidate roots;
+`inspect_tree` turns a root into facts; `detect_libtorch` merges duplicates and says which
+one a build would use and why.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import PurePath
+
+from doctor.host import Host
+from doctor.model import Evidence
+from doctor.probe.elf import abi_from_counts, read_elf
+from doctor.probe.python_torch import PythonTorch
+from doctor.probe.versions import (
+    parse_build_version,
+    parse_config_version_cmake,
+    parse_torch_config_cmake,
+    parse_version_h,
+    parse_version_py,
+    split_local,
+)
+
+VERSION_FILES = {
+    "build-version": "build-version",
+    "version.h": "include/torch/headeronly/version.h",
+    "version.h (csrc)": "include/torch/csrc/api/include/torch/version.h",
+    "TorchConfigVersion.cmake": "share/cmake/Torch/TorchConfigVersion.cmake",
+    "version.py": "version.py",
+}
+INSTALL_RECORD = "torch-doctor.json"
+# Hasktorch's cache layout: $LIBTORCH_HOME/<version>/<platform>/<flavour>/.ok
+HASKTORCH_PLATFORMS = ("linux-x86_64", "linux-aarch64", "macos-arm64", "macos-x86_64")
+
+# The order a build looks in, with the reason shown to the user.
+PRECEDENCE = [
+    ("LIBTORCH", "LIBTORCH is set: tch-rs, the doctor's setenv and most scripts use it first"),
+    ("LIBTORCH_INCLUDE/LIBTORCH_LIB", "LIBTORCH_INCLUDE / LIBTORCH_LIB are set: tch-rs uses them"),
+    ("Torch_DIR", "Torch_DIR is set: CMake's find_package(Torch) uses it first"),
+    ("CMAKE_PREFIX_PATH", "CMAKE_PREFIX_PATH names it: CMake's find_package(Torch) searches there"),
+    ("LIBTORCH_HOME", "Hasktorch's libtorch cache (LIBTORCH_HOME, default ~/.cache/libtorch)"),
+    ("./libtorch", "a libtorch folder in the current directory"),
+    ("./deps/libtorch", "Hasktorch's classic deps/libtorch (get-deps.sh)"),
+    ("python", "the Python torch wheel's bundled libtorch (LIBTORCH_USE_PYTORCH, torch.utils.cmake_prefix_path)"),
+    ("CONDA_PREFIX", "the active conda environment"),
+    ("/usr/local/libtorch", "a system-wide install"),
+    ("/opt/libtorch", "a system-wide install"),
+    ("/usr", "the distribution's libtorch"),
+]
+ORIGIN_RANK = {name: i for i, (name, _) in enumerate(PRECEDENCE)}
+
+
+@dataclass
+class VersionSource:
+    file: str  # which version file
+    path: str
+    version: str
+
+
+@dataclass
+class LibtorchInstall:
+    root: str
+    origins: list[str]  # every way it is reachable ("LIBTORCH", "python", ...)
+    include_dirs: list[str]
+    lib_dir: str
+    exists: bool  # the root is a directory
+    complete: bool  # has headers and libc10
+    version: str | None = None  # "2.13.0"
+    variant: str | None = None  # "cpu", "cu130", "rocm6.4", "cuda"/"rocm" when the line is unknown
+    version_sources: list[VersionSource] = field(default_factory=list)
+    cxx_standard: int | None = None
+    cxx_standard_source: str = ""
+    abi: str | None = None  # "cxx11" | "pre-cxx11" | None (not a libstdc++ build, or unknown)
+    abi_source: str = ""  # "TorchConfig.cmake" | "libc10 symbols" | ...
+    elf_machine: str | None = None
+    libraries: list[str] = field(default_factory=list)  # the main libraries present
+    glibc_needs: dict[str, list[str]] = field(default_factory=dict)  # from libc10/libtorch_cpu version needs
+    record: dict | None = None  # torch-doctor.json written by fetch-libtorch
+    hasktorch: dict | None = None  # {"home", "version", "platform", "flavour", "ok"} in that layout
+    evidence: list[Evidence] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        version = self.version or "unknown version"
+        return f"{version}+{self.variant}" if self.variant else version
+
+
+@dataclass
+class LibtorchFacts:
+    candidates: list[LibtorchInstall]
+    active: int | None  # index into candidates
+    active_reason: str
+    searched: list[str]  # every place looked at, in order
+
+    @property
+    def active_install(self) -> LibtorchInstall | None:
+        return None if self.active is None else self.candidates[self.active]
+
+
+# -- sources: each returns (origin, root, evidence) triples --
+
+
+def _from_env(host: Host) -> list[tuple[str, str, Evidence]]:
+    out = []
+    if host.env.get("LIBTORCH"):
+        out.append(("LIBTORCH", host.env["LIBTORCH"], Evidence("env", "LIBTORCH", host.env["LIBTORCH"])))
+    elif host.env.get("LIBTORCH_LIB") or host.env.get("LIBTORCH_INCLUDE"):
+        lib = host.env.get("LIBTORCH_LIB") or host.env.get("LIBTORCH_INCLUDE", "")
+        root = str(PurePath(lib).parent) if PurePath(lib).name in ("lib", "include") else lib
+        out.append(("LIBTORCH_INCLUDE/LIBTORCH_LIB", root, Evidence("env", "LIBTORCH_LIB", lib)))
+    torch_dir = host.env.get("Torch_DIR")
+    if torch_dir:
+        p = PurePath(torch_dir)
+        root = str(p.parents[2]) if p.parts[-3:] == ("share", "cmake", "Torch") else torch_dir
+        out.append(("Torch_DIR", root, Evidence("env", "Torch_DIR", torch_dir)))
+    for entry in filter(None, host.env.get("CMAKE_PREFIX_PATH", "").split(":" if host.system != "Windows" else ";")):
+        if host.exists(PurePath(entry) / "share/cmake/Torch/TorchConfig.cmake"):
+            out.append(("CMAKE_PREFIX_PATH", entry, Evidence("env", "CMAKE_PREFIX_PATH", entry)))
+    return out
+
+
+def libtorch_home(host: Host) -> str:
+    return host.env.get("LIBTORCH_HOME") or str(host.home / ".cache" / "libtorch")
+
+
+def _from_hasktorch_cache(host: Host) -> list[tuple[str, str, Evidence]]:
+    home = libtorch_home(host)
+    out = []
+    for version in host.listdir(home):
+        for platform in host.listdir(PurePath(home) / version):
+            if platform not in HASKTORCH_PLATFORMS:
+                continue
+            for flavour in host.listdir(PurePath(home) / version / platform):
+                root = str(PurePath(home) / version / platform / flavour)
+                if host.is_dir(root):
+                    out.append(("LIBTORCH_HOME", root, Evidence("file", root, "Hasktorch cache layout")))
+    return out
+
+
+def _from_places(host: Host, python: PythonTorch | None) -> list[tuple[str, str, Evidence]]:
+    out = []
+    for origin, rel in (("./libtorch", "libtorch"), ("./deps/libtorch", "deps/libtorch")):
+        root = str(host.cwd / rel)
+        if host.is_dir(root):
+            out.append((origin, root, Evidence("file", root, "directory exists")))
+    if python and python.libtorch_root:
+        out.append(("python", python.libtorch_root, python.evidence[0]))
+    conda = host.env.get("CONDA_PREFIX")
+    if conda and _looks_like_libtorch(host, conda):
+        out.append(("CONDA_PREFIX", conda, Evidence("env", "CONDA_PREFIX", conda)))
+    for fixed in ("/usr/local/libtorch", "/opt/libtorch"):
+        if host.is_dir(fixed):
+            out.append((fixed, fixed, Evidence("file", fixed, "directory exists")))
+    if _looks_like_libtorch(host, "/usr"):
+        out.append(("/usr", "/usr", Evidence("file", "/usr/lib/libtorch.so", "exists")))
+    return out
+
+
+def _looks_like_libtorch(host: Host, root: str) -> bool:
+    return any(host.exists(PurePath(root) / lib) for lib in ("lib/libtorch.so", "lib/libc10.so", "lib/libtorch.dylib"))
+
+
+# -- one tree --
+
+
+def _lib_name(host: Host, stem: str) -> str:
+    return {"Darwin": f"lib{stem}.dylib", "Windows": f"{stem}.dll"}.get(host.system, f"lib{stem}.so")
+
+
+def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evidence]) -> LibtorchInstall:
+    p = PurePath(root)
+    lib_dir = host.env.get("LIBTORCH_LIB") if "LIBTORCH_INCLUDE/LIBTORCH_LIB" in origins else None
+    lib_dir = lib_dir or str(p / "lib")
+    include = host.env.get("LIBTORCH_INCLUDE") if "LIBTORCH_INCLUDE/LIBTORCH_LIB" in origins else None
+    include = include or str(p / "include")
+    install = LibtorchInstall(
+        root=root,
+        origins=origins,
+        include_dirs=[include, str(PurePath(include) / "torch/csrc/api/include")],
+        lib_dir=lib_dir,
+        exists=host.is_dir(root),
+        complete=False,
+        evidence=list(evidence),
+    )
+    if not install.exists:
+        return install
+    libs = ["c10", "torch", "torch_cpu", "torch_cuda", "c10_cuda", "torch_hip", "c10_hip"]
+    install.libraries = [name for name in map(lambda s: _lib_name(host, s), libs) if host.exists(PurePath(lib_dir) / name)]
+    c10 = PurePath(lib_dir) / _lib_name(host, "c10")
+    install.complete = host.is_file(PurePath(include) / "torch/script.h") or host.is_dir(PurePath(include) / "torch")
+    install.complete = install.complete and host.exists(c10)
+
+    for label, rel in VERSION_FILES.items():
+        path = p / rel
+        text = host.read_text(path, limit=64 << 10)
+        if text is None:
+            continue
+        version = {
+            "build-version": parse_build_version,
+            "version.h": parse_version_h,
+            "version.h (csrc)": parse_version_h,
+            "TorchConfigVersion.cmake": parse_config_version_cmake,
+            "version.py": lambda t: parse_version_py(t).get("__version__"),
+        }[label](text)
+        if isinstance(version, str):
+            install.version_sources.append(VersionSource(label.split(" ")[0], str(path), version))
+            install.evidence.append(Evidence("file", str(path), version))
+    _settle_version(install)
+
+    config = host.read_text(p / "share/cmake/Torch/TorchConfig.cmake", limit=256 << 10)
+    parsed = parse_torch_config_cmake(config) if config else {"abi_flag": None, "cxx_standard": None}
+    if parsed["cxx_standard"]:
+        install.cxx_standard = int(parsed["cxx_standard"])
+        install.cxx_standard_source = "TorchConfig.cmake"
+        install.evidence.append(Evidence("file", str(p / "share/cmake/Torch/TorchConfig.cmake"), f"CXX_STANDARD {install.cxx_standard}"))
+    elif install.version:
+        from packaging.version import Version
+
+        install.cxx_standard = 20 if Version(install.version) >= Version("2.13") else 17
+        install.cxx_standard_source = "derived from the version"
+
+    _read_libc10(host, install, c10, parsed["abi_flag"], p)
+    record_text = host.read_text(p / INSTALL_RECORD)
+    if record_text:
+        try:
+            install.record = json.loads(record_text)
+        except ValueError:
+            install.record = None
+    parts = p.parts
+    if "LIBTORCH_HOME" in origins and len(parts) >= 3:
+        install.hasktorch = {
+            "home": str(p.parents[2]),
+            "version": parts[-3],
+            "platform": parts[-2],
+            "flavour": parts[-1],
+            "ok": host.exists(p / ".ok"),
+        }
+    return install
+
+
+def _settle_version(install: LibtorchInstall) -> None:
+    # build-version and version.py carry the variant; the others only the number.
+    ranked = sorted(install.version_sources, key=lambda s: ["build-version", "version.py", "version.h", "TorchConfigVersion.cmake"].index(s.file))
+    if ranked:
+        base, local = split_local(ranked[0].version)
+        install.version = base
+        install.variant = local
+    if install.variant is None and install.exists:
+        names = set(install.libraries)
+        if any("cuda" in n for n in names):
+            install.variant = "cuda"
+        elif any("hip" in n for n in names):
+            install.variant = "rocm"
+        elif install.libraries:
+            install.variant = "cpu"
+
+
+def _read_libc10(host: Host, install: LibtorchInstall, c10: PurePath, abi_flag: str | None, root: PurePath) -> None:
+    if abi_flag is not None:
+        install.abi = "cxx11" if abi_flag == "1" else "pre-cxx11"
+        install.abi_source = "TorchConfig.cmake"
+        install.evidence.append(
+            Evidence("file", str(root / "share/cmake/Torch/TorchConfig.cmake"), f"-D_GLIBCXX_USE_CXX11_ABI={abi_flag}")
+        )
+    if host.system != "Linux" or not host.exists(c10):
+        return
+    try:
+        info = read_elf(str(c10), str(host.real(c10)), count_abi_symbols=install.abi is None)
+    except Exception as exc:  # a truncated or foreign file: report, never crash
+        install.evidence.append(Evidence("elf", str(c10), f"unreadable: {exc}"))
+        return
+    install.elf_machine = info.machine
+    install.glibc_needs = {k: v for k, v in info.version_needs.items() if k.startswith(("libc.so", "libstdc++"))}
+    if install.abi is None and info.cxx11_symbols is not None:
+        install.abi = abi_from_counts(info.cxx11_symbols, info.old_abi_symbols or 0)
+        install.abi_source = "libc10 symbols"
+        install.evidence.append(
+            Evidence(
+                "elf",
+                str(c10),
+                f"{info.cxx11_symbols} c10/at/torch symbols with std::__cxx11::string, {info.old_abi_symbols} with the old std::string",
+            )
+        )
+
+
+# -- all of them --
+
+
+def detect_libtorch(host: Host, python: PythonTorch | None) -> LibtorchFacts:
+    found = _from_env(host) + _from_hasktorch_cache(host) + _from_places(host, python)
+    merged: dict[str, tuple[list[str], list[Evidence]]] = {}
+    for origin, root, ev in found:
+        key = _canonical(host, root)
+        origins, evidence = merged.setdefault(key, ([], []))
+        if origin not in origins:
+            origins.append(origin)
+        evidence.append(ev)
+    candidates = []
+    for key, (origins, evidence) in merged.items():
+        root = next(r for o, r, _ in found if _canonical(host, r) == key)
+        candidates.append(inspect_tree(host, root, origins, evidence))
+    candidates.sort(key=lambda c: min(ORIGIN_RANK[o] for o in c.origins))
+    active, reason = _choose(host, candidates)
+    searched = [name for name, _ in PRECEDENCE]
+    return LibtorchFacts(candidates, active, reason, searched)
+
+
+def _canonical(host: Host, root: str) -> str:
+    try:
+        return str(host.real(root).resolve())
+    except OSError:
+        return root
+
+
+def _choose(host: Host, candidates: list[LibtorchInstall]) -> tuple[int | None, str]:
+    if not candidates:
+        return None, "no libtorch found in any of the places a build looks"
+    reasons = dict(PRECEDENCE)
+    first = candidates[0]
+    origin = min(first.origins, key=ORIGIN_RANK.__getitem__)
+    if origin == "LIBTORCH_HOME":
+        # Hasktorch picks the tree named by LIBTORCH_VERSION / LIBTORCH_CUDA_VERSION when set.
+        wanted_version = host.env.get("LIBTORCH_VERSION")
+        wanted_flavour = host.env.get("LIBTORCH_CUDA_VERSION")
+        for i, c in enumerate(candidates):
+            h = c.hasktorch or {}
+            if "LIBTORCH_HOME" in c.origins and h.get("version") == wanted_version and wanted_flavour in (None, h.get("flavour")):
+                return i, reasons[origin] + f", matching LIBTORCH_VERSION={wanted_version}"
+    return 0, reasons[origin]
