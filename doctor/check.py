@@ -1,0 +1,106 @@
+"""`doctor check`: run the probes (concurrently), turn facts into areas, add requirements."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from doctor import __version__
+from doctor.host import Host
+from doctor.model import Area, Finding, Level, Report
+
+ENV_KEYS = (
+    "LIBTORCH", "LIBTORCH_INCLUDE", "LIBTORCH_LIB", "LIBTORCH_CXX11_ABI", "LIBTORCH_USE_PYTORCH",
+    "LIBTORCH_HOME", "LIBTORCH_VERSION", "LIBTORCH_CUDA_VERSION", "LIBTORCH_SKIP_DOWNLOAD",
+    "Torch_DIR", "CMAKE_PREFIX_PATH", "CPATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH",
+    "LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH", "CXX", "CXXFLAGS", "CPPFLAGS", "CONDA_PREFIX",
+    "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "DOCTOR_GPU_BACKEND", "DOCTOR_CUDA_DRIVER_VERSION",
+)
+
+
+def gather_facts(host: Host) -> dict:
+    """Every probe, independent ones in parallel. Keys are the JSON `facts` sections."""
+    from doctor.probe.libtorch import detect_libtorch, libtorch_home
+    from doctor.probe.loader import detect_loader, read_ld_cache
+    from doctor.probe.python_torch import detect_python_torch
+    from doctor.probe.system import detect_system
+    from doctor.probe.toolchain import detect_toolchain
+
+    def torch_and_libtorch():
+        python = detect_python_torch(host)
+        return python, detect_libtorch(host, python)
+
+    ld_cache = read_ld_cache(host)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        gpu = pool.submit(_detect_gpus, host)
+        toolchain = pool.submit(detect_toolchain, host)
+        system = pool.submit(detect_system, host, ld_cache, libtorch_home(host))
+        python, libtorch = torch_and_libtorch()
+        active = libtorch.active_install
+        loader = detect_loader(host, active.lib_dir if active and active.exists else None, ld_cache)
+        return {
+            "system": system.result(),
+            "python_torch": python,
+            "libtorch": libtorch,
+            "loader": loader,
+            "toolchain": toolchain.result(),
+            "gpu": gpu.result(),
+            "env": {k: host.env[k] for k in ENV_KEYS if k in host.env},
+        }
+
+
+def _detect_gpus(host: Host):
+    if importlib.util.find_spec("doctor.probe.gpu") is None:
+        return None
+    from doctor.probe.gpu import detect_gpus
+
+    return detect_gpus(host)
+
+
+def build_areas(facts: dict, host: Host) -> list[Area]:
+    from doctor.diagnose.libtorch import libtorch_area
+    from doctor.diagnose.loader import loader_area
+    from doctor.diagnose.system import python_torch_area, system_area
+    from doctor.diagnose.toolchain import toolchain_area
+
+    libtorch = facts["libtorch"]
+    areas = [
+        system_area(facts["system"]),
+        python_torch_area(facts["python_torch"], host.python),
+        libtorch_area(libtorch, facts["python_torch"], facts["system"]),
+        loader_area(facts["loader"]),
+        toolchain_area(facts["toolchain"], libtorch.active_install),
+    ]
+    if facts["gpu"] is not None:
+        from doctor.diagnose.gpu import gpu_area
+
+        areas.append(gpu_area(facts["gpu"], libtorch, facts["python_torch"], host))
+    return areas
+
+
+def requirements_area(requirements: Sequence, facts: dict) -> Area:
+    from doctor.requirements import evaluate
+
+    findings = [f for f in (evaluate(r, facts) for r in requirements) if f is not None]
+    met = len(requirements) - len(findings)
+    details = [f"{'✗' if any(f.subject == r.text for f in findings) else '✓'} {r.text}" for r in requirements]
+    return Area("requirements", "Requirements", f"{met} of {len(requirements)} met", details, findings)
+
+
+def run_check(host: Host, requirements: Sequence = (), strict: bool = False, policy=None) -> Report:
+    facts = gather_facts(host)
+    areas = build_areas(facts, host)
+    if requirements:
+        areas.append(requirements_area(requirements, facts))
+    report = Report("check", facts, areas, doctor_version=__version__, strict=strict)
+    if policy is not None:
+        from doctor.policy import apply_policy
+
+        report = apply_policy(report, policy)
+    return report
+
+
+def probe_failure(area: str, what: str, error: str) -> Finding:
+    """A probe that failed or timed out is a finding, never a crash."""
+    return Finding("probe.failed", Level.WARNING, f"could not determine {what}: {error}", area=area)

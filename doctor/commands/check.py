@@ -1,0 +1,41 @@
+"""`doctor check`: detect, judge, report; exit 1 when a required check fails."""
+
+from __future__ import annotations
+
+import click
+
+from doctor.commands._output import print_report, report_options
+
+
+@click.command("check")
+@click.option("--require", "requires", multiple=True, metavar="REQ",
+              help="A requirement to enforce (repeatable): 'libtorch>=2.5,<2.10', 'torch==2.13.*', "
+              "'abi=cxx11', 'variant=cu128', 'gpu', 'cuda'. Also read from [tool.doctor] in pyproject.toml.")
+@report_options
+def command(requires: tuple[str, ...], fmt: str | None, as_json: bool, verbose: int, color: str, strict: bool) -> int:
+    """Detect libtorch installs, the Python torch, the toolchain, the loader's view and GPUs.
+
+    Says what is wrong, why (with evidence, see -v) and the exact fix. Exit codes: 0 every
+    required check passes, 1 a check or requirement fails (warnings too with --strict),
+    2 usage error, 3 the doctor crashed.
+    """
+    from doctor.check import run_check
+    from doctor.host import Host
+    from doctor.requirements import parse_requirement
+
+    host = Host.from_system()
+    policy = _load_policy(host)
+    texts = [*getattr(policy, "requirements", ()), *requires]
+    requirements = [parse_requirement(t) for t in texts]
+    report = run_check(host, requirements, strict=strict, policy=policy)
+    return print_report(report, fmt, as_json, verbose, color)
+
+
+def _load_policy(host):
+    import importlib.util
+
+    if importlib.util.find_spec("doctor.policy") is None:
+        return None
+    from doctor.policy import load_policy
+
+    return load_policy(host)

@@ -1,0 +1,164 @@
+"""The libtorch area: every candidate, the one a build would use, and what is wrong with them."""
+
+from __future__ import annotations
+
+from doctor.diagnose.common import newest, version_key
+from doctor.model import Area, Evidence, Finding, Level
+from doctor.probe.libtorch import LibtorchFacts, LibtorchInstall
+from doctor.probe.python_torch import PythonTorch
+from doctor.probe.system import SystemFacts
+
+FETCH = 'doctor fetch-libtorch && eval "$(doctor emit setenv)"'
+ENV_ORIGINS = {"LIBTORCH": "LIBTORCH", "LIBTORCH_INCLUDE/LIBTORCH_LIB": "LIBTORCH_LIB", "Torch_DIR": "Torch_DIR"}
+
+
+def describe(c: LibtorchInstall) -> str:
+    abi = {"cxx11": "CXX11 ABI", "pre-cxx11": "pre-CXX11 ABI"}.get(c.abi or "", "ABI n/a")
+    std = f"C++{c.cxx_standard}" if c.cxx_standard else "C++ ?"
+    return f"{c.label}, {abi}, {std} at {c.root} [{', '.join(c.origins)}]"
+
+
+def libtorch_area(facts: LibtorchFacts, python: PythonTorch | None, system: SystemFacts) -> Area:
+    active = facts.active_install
+    findings: list[Finding] = []
+    details = []
+    for i, c in enumerate(facts.candidates):
+        mark = "→ " if i == facts.active else "  "
+        details.append(f"{mark}{describe(c)}")
+        if c.abi:
+            details.append(f"    ABI {c.abi} from {c.abi_source}")
+        for s in c.version_sources:
+            details.append(f"    {s.file}: {s.version}")
+        findings.extend(_tree_findings(c, system))
+    details.append(f"a build would use: {active.root if active else 'nothing'} ({facts.active_reason})")
+    details.append("search order: " + ", ".join(facts.searched))
+    findings.extend(_conflicts(facts, python))
+    if active is None:
+        findings.append(
+            Finding(
+                "libtorch.not-found",
+                Level.ERROR,
+                "no libtorch found",
+                detail="Looked in: " + ", ".join(facts.searched),
+                fix=FETCH,
+                area="libtorch",
+            )
+        )
+        summary = "none found"
+    else:
+        summary = f"{describe(active)} — {facts.active_reason}"
+    return Area("libtorch", "libtorch", summary, details, findings)
+
+
+def _tree_findings(c: LibtorchInstall, system: SystemFacts) -> list[Finding]:
+    out = []
+    variable = next((ENV_ORIGINS[o] for o in c.origins if o in ENV_ORIGINS), None)
+    if not c.exists or not c.complete:
+        what = "does not exist" if not c.exists else "is not a complete libtorch (no include/torch or lib/libc10)"
+        named_by = f"{variable}={c.root}" if variable else c.root
+        out.append(
+            Finding(
+                "libtorch.path-invalid",
+                Level.ERROR if variable else Level.WARNING,
+                f"{named_by} {what}",
+                detail=f"{variable} points a build at {c.root}, which {what}." if variable else f"{c.root} {what}.",
+                fix=(f"unset {variable}, or point it at a libtorch root (the folder with lib/ and include/); "
+                     f"or get one: {FETCH}") if variable else f"remove {c.root} or re-install it: {FETCH}",
+                area="libtorch",
+                evidence=c.evidence[:1],
+                subject=c.root,
+            )
+        )
+        return out
+    numbers = {s.version.split("+")[0] for s in c.version_sources}
+    if len(numbers) > 1:
+        out.append(
+            Finding(
+                "libtorch.version-disagree",
+                Level.WARNING,
+                f"version files disagree in {c.root}: {', '.join(sorted(numbers))}",
+                detail="\n".join(f"{s.path}: {s.version}" for s in c.version_sources)
+                + "\nA tree assembled from two releases (an upgrade copied over an old one) links or loads unpredictably.",
+                fix=f"remove {c.root} and install one release cleanly: {FETCH}",
+                area="libtorch",
+                evidence=[Evidence("file", s.path, s.version) for s in c.version_sources],
+                subject=c.root,
+            )
+        )
+    if c.elf_machine and system.machine and _arch(c.elf_machine) != _arch(system.machine):
+        out.append(
+            Finding(
+                "arch.mismatch",
+                Level.ERROR,
+                f"{c.root} is built for {c.elf_machine}, this machine is {system.machine}",
+                fix="doctor fetch-libtorch (on aarch64 Linux: doctor fetch-libtorch --from-wheel)",
+                area="libtorch",
+                evidence=[e for e in c.evidence if e.kind == "elf"][:1],
+                subject=c.root,
+            )
+        )
+    out.extend(_glibc(c, system))
+    return out
+
+
+def _arch(name: str) -> str:
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(name.lower(), name.lower())
+
+
+def _glibc(c: LibtorchInstall, system: SystemFacts) -> list[Finding]:
+    out = []
+    have = {"GLIBC": f"GLIBC_{system.glibc}" if system.glibc else None, "GLIBCXX": system.glibcxx_max, "CXXABI": system.cxxabi_max}
+    for lib, names in c.glibc_needs.items():
+        for prefix in ("GLIBC", "GLIBCXX", "CXXABI"):
+            need = newest(names, prefix)
+            if need and have[prefix] and version_key(need) > version_key(have[prefix]):
+                out.append(
+                    Finding(
+                        "glibc.too-old",
+                        Level.ERROR,
+                        f"libtorch needs {need}, this system provides only {have[prefix]}",
+                        detail=f"{c.lib_dir}/libc10.so requires {need} from {lib}.",
+                        fix="use a newer distribution or libstdc++ (gcc, or conda's libstdcxx-ng), or an older libtorch",
+                        area="libtorch",
+                        evidence=[e for e in c.evidence if e.kind == "elf"][:1],
+                        subject=f"{c.root}:{need}",
+                    )
+                )
+    return out
+
+
+def _conflicts(facts: LibtorchFacts, python: PythonTorch | None) -> list[Finding]:
+    out = []
+    versions = {}
+    for c in facts.candidates:
+        if c.version and c.complete:
+            versions.setdefault(c.label, c)
+    if len(versions) > 1:
+        out.append(
+            Finding(
+                "libtorch.conflict",
+                Level.WARNING,
+                f"{len(versions)} different libtorch versions are reachable: {', '.join(versions)}",
+                detail="\n".join(f"{label}: {c.root} [{', '.join(c.origins)}]" for label, c in versions.items())
+                + f"\nA build uses the first in search order ({facts.active_reason}); a mix of headers from one"
+                " and libraries from another fails to link or crashes.",
+                fix="keep one, or make the choice explicit: eval \"$(doctor emit setenv --libtorch <root>)\"",
+                area="libtorch",
+            )
+        )
+    active = facts.active_install
+    if python and active and active.version and "python" not in active.origins and "LIBTORCH" in active.origins:
+        if active.version != python.base_version:
+            out.append(
+                Finding(
+                    "version.mismatch",
+                    Level.WARNING,
+                    f"Python torch is {python.version} but LIBTORCH is {active.label}",
+                    detail="Extensions built against LIBTORCH and imported into this Python, or tch-rs with"
+                    " LIBTORCH_USE_PYTORCH, expect one version.",
+                    fix=f"doctor fetch-libtorch --version {python.base_version}  (or pip install torch=={active.version})",
+                    area="libtorch",
+                    evidence=python.evidence + active.evidence[:1],
+                )
+            )
+    return out

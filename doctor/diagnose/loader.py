@@ -1,0 +1,57 @@
+"""The Loader area: at run time, will a program find libtorch and everything libtorch needs?"""
+
+from __future__ import annotations
+
+from doctor.model import Area, Evidence, Finding, Level
+from doctor.probe.loader import LoaderFacts
+
+
+def loader_area(l: LoaderFacts) -> Area:
+    if l.lib_dir is None:
+        return Area("loader", "Loader", "no active libtorch to check")
+    details = []
+    for view in l.libraries:
+        r = view.for_programs
+        details.append(f"{view.library}: {'via ' + r.via + ' → ' + r.path if r.path else 'not found by the loader'}")
+        for n in view.needed:
+            details.append(f"    needs {n.name}: {n.via + ' → ' + n.path if n.path else 'NOT FOUND'}")
+    findings = []
+    missing = [v.library for v in l.libraries if v.for_programs.path is None]
+    if missing:
+        findings.append(
+            Finding(
+                "loader.library-not-found",
+                Level.WARNING,
+                f"{', '.join(missing)} not on the loader path: programs linked against libtorch will not start",
+                detail=f"{l.lib_dir} is neither in {l.variable} nor in the ld.so cache; a program built with -ltorch "
+                "and no rpath fails with 'libc10.so: cannot open shared object file'.",
+                fix=f'export {l.variable}="{l.lib_dir}${{{l.variable}:+:${l.variable}}}"   (or: eval "$(doctor emit setenv)", or link with -Wl,-rpath,{l.lib_dir})',
+                area="loader",
+                evidence=[Evidence("env", l.variable, ":".join(l.search_path) or "(unset)")],
+                subject=l.lib_dir,
+            )
+        )
+    if l.unresolved:
+        findings.append(
+            Finding(
+                "loader.library-not-found",
+                Level.ERROR,
+                f"libraries libtorch needs resolve nowhere: {', '.join(l.unresolved)}",
+                detail="Neither RUNPATH, " + l.variable + ", the ld.so cache nor the default directories hold them.",
+                fix="install the missing libraries (CUDA builds: the matching CUDA runtime, or nvidia-* wheels) "
+                f"and add their folder to {l.variable}",
+                area="loader",
+                evidence=[e for e in l.evidence if e.kind == "elf"],
+                subject="needed",
+            )
+        )
+    ok = [v for v in l.libraries if v.for_programs.path]
+    if not l.libraries:
+        summary = f"no libraries in {l.lib_dir}"
+    elif missing:
+        summary = f"{l.lib_dir} not on {l.variable}; programs need it at run time"
+    else:
+        summary = f"{', '.join(v.library for v in ok)} found via {ok[0].for_programs.via}"
+    if not l.unresolved and l.libraries:
+        summary += "; all NEEDED libraries resolve"
+    return Area("loader", "Loader", summary, details, findings)

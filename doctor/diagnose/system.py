@@ -1,0 +1,55 @@
+"""The System and Python torch areas."""
+
+from __future__ import annotations
+
+from doctor.diagnose.common import human_bytes
+from doctor.model import Area, Finding, Level
+from doctor.probe.python_torch import PythonTorch
+from doctor.probe.system import SystemFacts
+
+# Unpacked CUDA libtorch trees are 2–4 GiB; warn when the cache cannot hold one.
+MIN_FREE = 5 * 1024**3
+
+
+def system_area(s: SystemFacts) -> Area:
+    cores = f"{s.logical_cores} cores" if s.logical_cores else "cores unknown"
+    simd = ", ".join(s.simd[:4]) or "no SIMD flags seen"
+    glibc = f"glibc {s.glibc}" if s.glibc else s.os
+    summary = f"{s.distribution or s.os}, {s.machine}, {cores} ({simd}), {human_bytes(s.memory_bytes)}, {glibc}"
+    details = [
+        f"OS: {s.distribution or s.os}; kernel {s.kernel or 'unknown'}; {s.machine}",
+        f"CPU: {s.cpu_model or 'unknown'}; {s.logical_cores} logical / {s.physical_cores} physical cores",
+        f"SIMD: {' '.join(s.simd) or 'none seen'}",
+        f"memory: {human_bytes(s.memory_bytes)}",
+        f"glibc {s.glibc or 'n/a'}; libstdc++ {s.libstdcxx or 'not found'} provides up to {s.glibcxx_max or '?'} / {s.cxxabi_max or '?'}",
+        f"libtorch cache {s.cache_dir}: {human_bytes(s.cache_free_bytes)} free",
+    ]
+    findings = []
+    if s.cache_free_bytes is not None and s.cache_free_bytes < MIN_FREE:
+        findings.append(
+            Finding(
+                "disk.low",
+                Level.WARNING,
+                f"only {human_bytes(s.cache_free_bytes)} free where libtorch is cached",
+                detail=f"{s.cache_dir} — a CUDA libtorch needs 2–4 GiB unpacked plus the download.",
+                fix="free some space, or set LIBTORCH_HOME to a larger disk",
+                area="system",
+                subject=s.cache_dir,
+            )
+        )
+    return Area("system", "System", summary, details, findings)
+
+
+def python_torch_area(t: PythonTorch | None, python: str) -> Area:
+    if t is None:
+        return Area(
+            "python_torch",
+            "Python torch",
+            f"not installed for {python} (only needed for Python work, torchfn, smoke and bench)",
+            [f"searched sys.path of {python}"],
+        )
+    accel = f"CUDA {t.cuda}" if t.cuda else f"HIP {t.hip}" if t.hip else "no GPU support"
+    details = [f"location: {t.location}", f"version: {t.version} ({accel})", f"git: {t.git_version or '?'}"]
+    if t.libtorch_root:
+        details.append(f"bundled libtorch tree: {t.libtorch_root}/{{lib,include,share}}")
+    return Area("python_torch", "Python torch", f"{t.version} ({t.variant}) at {t.location}", details)

@@ -1,0 +1,67 @@
+"""The Toolchain area: a C++ compiler new enough for libtorch, and ABI flags that agree with it."""
+
+from __future__ import annotations
+
+from doctor.model import Area, Evidence, Finding, Level
+from doctor.probe.libtorch import LibtorchInstall
+from doctor.probe.toolchain import ToolchainFacts
+
+
+def toolchain_area(t: ToolchainFacts, active: LibtorchInstall | None) -> Area:
+    details = [f"{c.name}: {c.version or 'unusable'} at {c.path}, newest -std=c++{c.max_std}" for c in t.compilers]
+    details.append(f"cmake: {t.cmake.version or 'not found'}")
+    details.append(f"nvcc: {t.nvcc.version or 'not found'}")
+    findings: list[Finding] = []
+    need = active.cxx_standard if active else None
+    if not t.compilers:
+        findings.append(
+            Finding("toolchain.compiler-missing", Level.WARNING, "no C++ compiler found (g++, clang++ or $CXX)",
+                    fix="sudo apt-get install g++   (Fedora: dnf install gcc-c++; macOS: xcode-select --install)",
+                    area="toolchain")
+        )
+    for c in t.compilers:
+        if need and c.max_std is not None and c.max_std < need:
+            findings.append(
+                Finding(
+                    "cxx.std-too-old",
+                    Level.ERROR,
+                    f"{c.name} {c.version} accepts at most -std=c++{c.max_std}; libtorch {active.label} needs C++{need}",
+                    fix=f"install a newer compiler (g++ ≥ 11 or clang++ ≥ 14 for C++20) and build with -std=c++{need}",
+                    area="toolchain",
+                    evidence=c.evidence,
+                    subject=c.path,
+                )
+            )
+    for variable, std in t.std_flags:
+        if need and std < need:
+            findings.append(
+                Finding("cxx.std-too-old", Level.ERROR, f"{variable} asks for -std=c++{std}; libtorch needs C++{need}",
+                        fix=f"use -std=c++{need} in {variable}", area="toolchain",
+                        evidence=[Evidence("env", variable, f"-std=c++{std}")], subject=variable)
+            )
+    if active and active.abi:
+        want = "1" if active.abi == "cxx11" else "0"
+        for variable, value in t.abi_flags:
+            if value != want:
+                findings.append(
+                    Finding(
+                        "abi.mismatch",
+                        Level.ERROR,
+                        f"{variable} has -D_GLIBCXX_USE_CXX11_ABI={value}, but libtorch at {active.root} uses the {active.abi} ABI",
+                        detail="Code compiled with a different std::string layout fails to link against libtorch "
+                        "(undefined reference to c10::...(std::string const&)).",
+                        fix=f"use -D_GLIBCXX_USE_CXX11_ABI={want} in {variable} (or remove it)",
+                        area="toolchain",
+                        evidence=[Evidence("env", variable, f"-D_GLIBCXX_USE_CXX11_ABI={value}")]
+                        + [e for e in active.evidence if "ABI" in e.excerpt or "string" in e.excerpt][:1],
+                        subject=variable,
+                    )
+                )
+    for problem in t.problems:
+        findings.append(Finding("probe.failed", Level.WARNING, f"could not determine a compiler version: {problem}", area="toolchain"))
+    best = max(t.compilers, key=lambda c: c.max_std or 0, default=None)
+    summary = f"{best.name} {best.version} (up to C++{best.max_std})" if best else "no C++ compiler"
+    if need:
+        summary += f"; libtorch needs C++{need}"
+    summary += f"; cmake {t.cmake.version or 'missing'}"
+    return Area("toolchain", "Toolchain", summary, details, findings)

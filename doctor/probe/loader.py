@@ -1,0 +1,100 @@
+"""The runtime loader's view of the active libtorch: would a program find its libraries,
+and do their own NEEDED entries resolve (RUNPATH/RPATH, LD_LIBRARY_PATH, ld.so.cache)?"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import PurePath
+
+from doctor.host import Host
+from doctor.model import Evidence
+from doctor.probe.elf import read_elf
+from doctor.probe.ldcache import parse_ld_so_cache
+
+DEFAULT_DIRS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64")
+MULTIARCH = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
+# What `-ltorch` pulls in, and what a program then needs at run time.
+MAIN_LIBRARIES = ("libc10.so", "libtorch.so", "libtorch_cpu.so", "libtorch_cuda.so", "libc10_cuda.so", "libtorch_hip.so")
+
+
+@dataclass
+class Resolution:
+    name: str
+    path: str | None  # where the loader finds it, None when nowhere
+    via: str  # "RUNPATH", "RPATH", "LD_LIBRARY_PATH", "ld.so.cache", "default dirs", "" (nowhere)
+
+
+@dataclass
+class LibraryView:
+    library: str  # a libtorch library, e.g. libc10.so
+    for_programs: Resolution  # a program linked with -ltorch and no rpath
+    needed: list[Resolution] = field(default_factory=list)  # its own NEEDED entries
+
+
+@dataclass
+class LoaderFacts:
+    variable: str  # LD_LIBRARY_PATH or DYLD_LIBRARY_PATH or PATH
+    search_path: list[str]
+    lib_dir: str | None
+    libraries: list[LibraryView] = field(default_factory=list)
+    unresolved: list[str] = field(default_factory=list)  # "libtorch_cuda.so → libcudart.so.12"
+    evidence: list[Evidence] = field(default_factory=list)
+
+
+def loader_variable(system: str) -> str:
+    return {"Darwin": "DYLD_LIBRARY_PATH", "Windows": "PATH"}.get(system, "LD_LIBRARY_PATH")
+
+
+def read_ld_cache(host: Host) -> dict[str, list[str]]:
+    data = host.read_bytes("/etc/ld.so.cache")
+    return parse_ld_so_cache(data) if data else {}
+
+
+def detect_loader(host: Host, lib_dir: str | None, ld_cache: dict[str, list[str]]) -> LoaderFacts:
+    variable = loader_variable(host.system)
+    sep = ";" if host.system == "Windows" else ":"
+    search = [p for p in host.env.get(variable, "").split(sep) if p]
+    facts = LoaderFacts(variable, search, lib_dir)
+    if host.env.get(variable) is not None:
+        facts.evidence.append(Evidence("env", variable, host.env[variable]))
+    if lib_dir is None or host.system != "Linux":
+        return facts
+    defaults = list(DEFAULT_DIRS)
+    if host.machine in MULTIARCH:
+        defaults = [f"/lib/{MULTIARCH[host.machine]}", f"/usr/lib/{MULTIARCH[host.machine]}", *defaults]
+    for name in MAIN_LIBRARIES:
+        path = PurePath(lib_dir) / name
+        if not host.exists(path):
+            continue
+        view = LibraryView(name, _resolve(host, name, [], [], search, ld_cache, defaults))
+        try:
+            elf = read_elf(str(path), str(host.real(path)))
+        except Exception as exc:
+            facts.evidence.append(Evidence("elf", str(path), f"unreadable: {exc}"))
+            facts.libraries.append(view)
+            continue
+        origin = str(PurePath(lib_dir))
+        runpath = [p.replace("$ORIGIN", origin).replace("${ORIGIN}", origin) for p in elf.runpath]
+        rpath = [p.replace("$ORIGIN", origin).replace("${ORIGIN}", origin) for p in elf.rpath]
+        for needed in elf.needed:
+            res = _resolve(host, needed, rpath if not runpath else [], runpath, search, ld_cache, defaults)
+            view.needed.append(res)
+            if res.path is None:
+                facts.unresolved.append(f"{name} → {needed}")
+        facts.evidence.append(Evidence("elf", str(path), f"NEEDED {', '.join(elf.needed)}; RUNPATH {':'.join(elf.runpath) or '-'}"))
+        facts.libraries.append(view)
+    return facts
+
+
+def _resolve(host, name, rpath, runpath, search, ld_cache, defaults) -> Resolution:
+    """glibc's order: RPATH (only without RUNPATH), LD_LIBRARY_PATH, RUNPATH, ld.so.cache, default dirs."""
+    for via, dirs in (("RPATH", rpath), ("LD_LIBRARY_PATH", search), ("RUNPATH", runpath)):
+        for d in dirs:
+            if host.exists(PurePath(d) / name):
+                return Resolution(name, str(PurePath(d) / name), via)
+    if name in ld_cache:
+        return Resolution(name, ld_cache[name][0], "ld.so.cache")
+    for d in defaults:
+        if host.exists(PurePath(d) / name):
+            return Resolution(name, str(PurePath(d) / name), "default dirs")
+    return Resolution(name, None, "")

@@ -1,0 +1,132 @@
+"""The machine: OS, kernel, CPU and SIMD, memory, glibc and libstdc++, free disk."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from doctor.host import Host
+from doctor.model import Evidence
+from doctor.probe.versions import parse_os_release
+
+SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile", "neon", "asimd", "sve")
+
+
+@dataclass
+class SystemFacts:
+    os: str  # "Linux", "Darwin", "Windows"
+    distribution: str | None
+    kernel: str | None
+    machine: str
+    cpu_model: str | None
+    logical_cores: int | None
+    physical_cores: int | None
+    simd: list[str]
+    memory_bytes: int | None
+    glibc: str | None
+    libstdcxx: str | None  # path of the system libstdc++.so.6
+    glibcxx_max: str | None  # newest GLIBCXX_3.4.N it provides
+    cxxabi_max: str | None
+    cache_dir: str  # where libtorch would be cached (LIBTORCH_HOME)
+    cache_free_bytes: int | None
+    evidence: list[Evidence] = field(default_factory=list)
+
+
+def parse_cpuinfo(text: str) -> dict:
+    """Model, logical and physical core counts and flags from /proc/cpuinfo (x86 and arm)."""
+    model = None
+    logical = 0
+    cores: set[tuple[str, str]] = set()
+    flags: set[str] = set()
+    physical_id = core_id = ""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if key == "processor":
+            logical += 1
+        elif key in ("model name", "Model", "Hardware") and model is None:
+            model = value
+        elif key == "physical id":
+            physical_id = value
+        elif key == "core id":
+            core_id = value
+            cores.add((physical_id, core_id))
+        elif key in ("flags", "Features"):
+            flags.update(value.split())
+    return {
+        "model": model,
+        "logical": logical or None,
+        "physical": len(cores) or None,
+        "simd": [f for f in SIMD_FLAGS if f in flags],
+    }
+
+
+def parse_meminfo(text: str) -> int | None:
+    m = re.search(r"^MemTotal:\s+(\d+)\s+kB", text, re.M)
+    return int(m.group(1)) * 1024 if m else None
+
+
+_GLIBCXX = re.compile(rb"GLIBCXX_3\.4(?:\.(\d+))?\x00")
+_CXXABI = re.compile(rb"CXXABI_1\.3(?:\.(\d+))?\x00")
+
+
+def newest_symbol_versions(data: bytes) -> tuple[str | None, str | None]:
+    """Newest GLIBCXX_3.4.N and CXXABI_1.3.N a libstdc++ defines (its version strings)."""
+    def newest(pattern: re.Pattern, prefix: str) -> str | None:
+        found = [int(m.group(1) or 0) for m in pattern.finditer(data)]
+        if not found:
+            return None
+        n = max(found)
+        return f"{prefix}.{n}" if n else prefix
+    return newest(_GLIBCXX, "GLIBCXX_3.4"), newest(_CXXABI, "CXXABI_1.3")
+
+
+def detect_system(host: Host, ld_cache: dict[str, list[str]], cache_dir: str) -> SystemFacts:
+    evidence = []
+    distro = kernel = None
+    os_release = host.read_text("/etc/os-release")
+    if os_release:
+        info = parse_os_release(os_release)
+        distro = info.get("PRETTY_NAME") or info.get("NAME")
+        evidence.append(Evidence("file", "/etc/os-release", f"PRETTY_NAME={distro}"))
+    kernel_text = host.read_text("/proc/sys/kernel/osrelease")
+    if kernel_text:
+        kernel = kernel_text.strip()
+    cpu = parse_cpuinfo(host.read_text("/proc/cpuinfo") or "")
+    if cpu["model"]:
+        evidence.append(Evidence("file", "/proc/cpuinfo", f"{cpu['model']}; {' '.join(cpu['simd'])}"))
+    memory = parse_meminfo(host.read_text("/proc/meminfo") or "")
+    libstdcxx = next(iter(ld_cache.get("libstdc++.so.6", [])), None)
+    glibcxx = cxxabi = None
+    if libstdcxx:
+        data = host.read_bytes(libstdcxx)
+        if data:
+            glibcxx, cxxabi = newest_symbol_versions(data)
+            evidence.append(Evidence("elf", libstdcxx, f"newest {glibcxx}, {cxxabi}"))
+    if host.glibc:
+        evidence.append(Evidence("derived", "confstr(CS_GNU_LIBC_VERSION)", f"glibc {host.glibc}"))
+    if host.system != "Linux" and host.root.as_posix() == "/":
+        # psutil knows macOS and Windows; /proc is Linux-only.
+        import psutil
+
+        memory = memory or psutil.virtual_memory().total
+        cpu["logical"] = cpu["logical"] or psutil.cpu_count()
+        cpu["physical"] = cpu["physical"] or psutil.cpu_count(logical=False)
+    return SystemFacts(
+        os=host.system,
+        distribution=distro,
+        kernel=kernel,
+        machine=host.machine,
+        cpu_model=cpu["model"],
+        logical_cores=cpu["logical"],
+        physical_cores=cpu["physical"],
+        simd=cpu["simd"],
+        memory_bytes=memory,
+        glibc=host.glibc,
+        libstdcxx=libstdcxx,
+        glibcxx_max=glibcxx,
+        cxxabi_max=cxxabi,
+        cache_dir=cache_dir,
+        cache_free_bytes=host.disk_free(cache_dir),
+        evidence=evidence,
+    )

@@ -1,0 +1,121 @@
+"""Compilers and build tools: versions, the newest -std each accepts, ABI flags in the environment."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from doctor.host import Host
+from doctor.model import Evidence
+
+STANDARDS = (26, 23, 20, 17, 14)  # probed newest first; the first accepted wins
+
+
+@dataclass
+class Compiler:
+    name: str  # "g++", "clang++", or $CXX
+    path: str
+    version: str | None
+    max_std: int | None  # 23 for -std=c++23
+    evidence: list[Evidence] = field(default_factory=list)
+
+
+@dataclass
+class Tool:
+    name: str
+    path: str | None
+    version: str | None
+    evidence: list[Evidence] = field(default_factory=list)
+
+
+@dataclass
+class ToolchainFacts:
+    compilers: list[Compiler]
+    cmake: Tool
+    nvcc: Tool
+    abi_flags: list[tuple[str, str]]  # (variable, "0"/"1") from CXXFLAGS / CPPFLAGS
+    std_flags: list[tuple[str, int]]  # (variable, 17) from -std=c++17 in CXXFLAGS
+    problems: list[str] = field(default_factory=list)  # probe failures (timeouts), not verdicts
+
+
+def parse_compiler_version(text: str) -> str | None:
+    """"12.2.0" from `g++ --version` / `clang++ --version` first lines."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    m = re.search(r"(?:version\s+|\)\s+)(\d+\.\d+(?:\.\d+)?)", first) or re.search(r"(\d+\.\d+\.\d+)", first)
+    return m.group(1) if m else None
+
+
+def parse_cmake_version(text: str) -> str | None:
+    m = re.search(r"cmake version (\S+)", text)
+    return m.group(1) if m else None
+
+
+def parse_nvcc_version(text: str) -> str | None:
+    m = re.search(r"release (\d+\.\d+)", text)
+    return m.group(1) if m else None
+
+
+def parse_flags(value: str) -> tuple[list[str], list[int]]:
+    """ABI values and -std levels named in a CXXFLAGS-like string."""
+    try:
+        words = shlex.split(value)
+    except ValueError:
+        words = value.split()
+    abis = [m.group(1) for w in words if (m := re.fullmatch(r"-D_GLIBCXX_USE_CXX11_ABI=([01])", w))]
+    stds = [int(m.group(1)) for w in words if (m := re.fullmatch(r"-std=(?:c|gnu)\+\+(\d+)", w))]
+    return abis, stds
+
+
+def _probe_compiler(host: Host, name: str, path: str, timeout: float) -> Compiler:
+    run = host.run([path, "--version"], timeout=timeout)
+    compiler = Compiler(name, path, parse_compiler_version(run.stdout) if run.ok else None, None)
+    compiler.evidence.append(Evidence("command", f"{name} --version", (run.stdout.splitlines() or [run.error])[0]))
+    if not run.ok:
+        return compiler
+    for std in STANDARDS:
+        probe = host.run([path, f"-std=c++{std}", "-fsyntax-only", "-x", "c++", "-"], timeout=timeout, input="")
+        if probe.ok:
+            compiler.max_std = std
+            compiler.evidence.append(Evidence("command", f"{name} -std=c++{std} -fsyntax-only -x c++ -", "accepted"))
+            break
+    return compiler
+
+
+def _probe_tool(host: Host, name: str, parse, timeout: float) -> Tool:
+    path = host.which(name)
+    if not path:
+        return Tool(name, None, None)
+    run = host.run([path, "--version"], timeout=timeout)
+    version = parse(run.stdout) if run.ok else None
+    lines = [line for line in run.stdout.splitlines() if line.strip()] if run.ok else [run.error]
+    excerpt = next((line for line in lines if version and version in line), lines[0] if lines else "")
+    return Tool(name, path, version, [Evidence("command", f"{name} --version", excerpt.strip())])
+
+
+def detect_toolchain(host: Host, timeout: float = 5.0) -> ToolchainFacts:
+    wanted: list[tuple[str, str]] = []
+    cxx = host.env.get("CXX")
+    if cxx:
+        exe = shlex.split(cxx)[0] if cxx.strip() else cxx
+        path = host.which(exe)
+        if path:
+            wanted.append((f"$CXX ({exe})", path))
+    for name in ("g++", "clang++"):
+        path = host.which(name)
+        if path and all(path != p for _, p in wanted):
+            wanted.append((name, path))
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        compilers = [pool.submit(_probe_compiler, host, n, p, timeout) for n, p in wanted]
+        cmake = pool.submit(_probe_tool, host, "cmake", parse_cmake_version, timeout)
+        nvcc = pool.submit(_probe_tool, host, "nvcc", parse_nvcc_version, timeout)
+        facts = ToolchainFacts([c.result() for c in compilers], cmake.result(), nvcc.result(), [], [])
+    for variable in ("CXXFLAGS", "CPPFLAGS", "CFLAGS"):
+        abis, stds = parse_flags(host.env.get(variable, ""))
+        facts.abi_flags.extend((variable, a) for a in abis)
+        facts.std_flags.extend((variable, s) for s in stds)
+    for c in facts.compilers:
+        if c.version is None:
+            facts.problems.append(f"{c.name} --version: {c.evidence[0].excerpt}")
+    return facts

@@ -1,0 +1,76 @@
+"""GitHub Actions output: the plain report for the log, `::error` / `::warning` annotations for
+the run's summary page, and the markdown table appended to `$GITHUB_STEP_SUMMARY`.
+
+Workflow commands are parsed line by line, so the message and each property are escaped the
+way GitHub's own toolkit does (@actions/core `escapeData` / `escapeProperty`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from doctor.model import Finding, Level, Report
+
+# Only these levels become annotations; ok/info findings stay in the log.
+COMMAND = {Level.ERROR: "error", Level.WARNING: "warning"}
+
+
+def default_format(env: Mapping[str, str]) -> str:
+    """The format a report-producing command uses when none is given: github inside Actions."""
+    return "github" if env.get("GITHUB_ACTIONS") == "true" else "text"
+
+
+def escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation(finding: Finding, strict: bool = False) -> str | None:
+    """One `::error title=…::message` line, or None for findings that are not problems."""
+    level = finding.level
+    if level is Level.WARNING and strict:
+        level = Level.ERROR  # under --strict a warning fails the job, so say so where it shows
+    command = COMMAND.get(level)
+    if command is None:
+        return None
+    title = f"{finding.title} [{finding.id}]"
+    parts = [finding.detail.strip()] if finding.detail.strip() else []
+    if finding.fix:
+        parts.append(f"fix: {finding.fix.strip()}")
+    parts.append(f"docs: {finding.docs}")
+    return f"::{command} title={escape_property(title)}::{escape_data(chr(10).join(parts))}"
+
+
+def render(report: Report, verbose: int = 0, color: bool = False, env: Mapping[str, str] | None = None) -> str:
+    """The text report, then one annotation per problem.
+
+    When `$GITHUB_STEP_SUMMARY` names a file, the markdown summary is appended to it: that file
+    is how a step contributes to the job summary page, and only this format knows it is in Actions.
+    """
+    from doctor.render import markdown, text
+
+    env = os.environ if env is None else env
+    lines = [text.render(report, verbose=verbose, color=False)]
+    lines.extend(a for f in report.findings if (a := annotation(f, report.strict)) is not None)
+    summary_path = env.get("GITHUB_STEP_SUMMARY")
+    if summary_path:
+        problem = append_summary(summary_path, markdown.render(report, verbose=verbose))
+        if problem:
+            # The report itself must still come out: a summary we cannot write is only a warning.
+            lines.append(f"::warning title={escape_property('job summary not written')}::{escape_data(problem)}")
+    return "\n".join(lines)
+
+
+def append_summary(path: str, markdown_text: str) -> str:
+    """Append to the step summary file; returns what went wrong, or "" on success."""
+    try:
+        # Several steps append to the same file; a blank line keeps their markdown blocks apart.
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(markdown_text.rstrip("\n") + "\n\n")
+    except OSError as exc:
+        return f"cannot append to GITHUB_STEP_SUMMARY={path}: {exc.strerror or exc}"
+    return ""

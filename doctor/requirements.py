@@ -1,0 +1,115 @@
+"""Requirements a CI job states (`--require`, `[tool.doctor] require`), checked against facts.
+
+Grammar: `libtorch<spec>` / `torch<spec>` with a PEP 440 specifier (`libtorch>=2.5,<2.10`,
+`torch==2.13.*`), `abi=cxx11|pre-cxx11`, `variant=<cpu|cuXYZ|rocmX.Y>`, `gpu`, `cuda`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from doctor.errors import UsageError
+from doctor.model import Evidence, Finding, Level
+
+_VERSIONED = re.compile(r"^\s*(libtorch|torch)\s*([<>=!~].*)$")
+_KEYED = re.compile(r"^\s*(abi|variant)\s*=\s*(\S+)\s*$")
+ABIS = ("cxx11", "pre-cxx11")
+_VARIANT = re.compile(r"^(cpu|cu\d{2,3}|rocm\d+\.\d+(\.\d+)?|xpu)$")
+
+
+@dataclass(frozen=True)
+class Requirement:
+    text: str
+    kind: str  # "libtorch" | "torch" | "abi" | "variant" | "gpu" | "cuda"
+    value: str = ""  # the specifier or the wanted value
+
+
+def parse_requirement(text: str) -> Requirement:
+    """One requirement, or UsageError naming it and the accepted forms."""
+    stripped = text.strip()
+    if stripped in ("gpu", "cuda"):
+        return Requirement(stripped, stripped)
+    if m := _VERSIONED.match(stripped):
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            SpecifierSet(m.group(2).replace(" ", ""))
+        except InvalidSpecifier:
+            raise UsageError(f"malformed requirement {text!r}: {m.group(2)!r} is not a version specifier",
+                             "write e.g. 'libtorch>=2.5,<2.10' or 'torch==2.13.*'") from None
+        return Requirement(stripped, m.group(1), m.group(2).replace(" ", ""))
+    if m := _KEYED.match(stripped):
+        key, value = m.groups()
+        if key == "abi" and value not in ABIS:
+            raise UsageError(f"malformed requirement {text!r}: abi must be cxx11 or pre-cxx11")
+        if key == "variant" and not _VARIANT.match(value):
+            raise UsageError(f"malformed requirement {text!r}: variant must look like cpu, cu128 or rocm6.4")
+        return Requirement(stripped, key, value)
+    raise UsageError(
+        f"malformed requirement {text!r}",
+        "accepted: 'libtorch>=2.5', 'torch==2.13.*', 'abi=cxx11', 'abi=pre-cxx11', 'variant=cu128', 'gpu', 'cuda'",
+    )
+
+
+def evaluate(req: Requirement, facts: dict) -> Finding | None:
+    """A failed-requirement finding, or None when it is met."""
+    met, observed, evidence = _check(req, facts)
+    if met:
+        return None
+    return Finding(
+        id="requirement.unmet",
+        level=Level.ERROR,
+        title=f"requirement not met: {req.text}",
+        detail=f"found: {observed}",
+        fix=_fix(req),
+        area="requirements",
+        evidence=evidence,
+        subject=req.text,
+    )
+
+
+def _check(req: Requirement, facts: dict) -> tuple[bool, str, list[Evidence]]:
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    active = facts["libtorch"].active_install
+    if req.kind in ("libtorch", "torch"):
+        if req.kind == "libtorch":
+            version, evidence = (active.version, active.evidence[:1]) if active else (None, [])
+        else:
+            torch = facts.get("python_torch")
+            version, evidence = (torch.base_version, torch.evidence) if torch else (None, [])
+        if version is None:
+            return False, f"no {req.kind}", evidence
+        try:
+            ok = Version(version) in SpecifierSet(req.value)
+        except InvalidVersion:
+            ok = False
+        return ok, version, evidence
+    if req.kind in ("abi", "variant"):
+        if active is None:
+            return False, "no libtorch", []
+        value = getattr(active, req.kind)
+        return value == req.value, str(value or "unknown"), active.evidence
+    # gpu / cuda: judged by the GPU area's rules
+    from doctor.diagnose import gpu as gpu_rules
+
+    gpu = facts.get("gpu")
+    if req.kind == "gpu":
+        ok, why = gpu_rules.meets_gpu(gpu)
+    else:
+        ok, why = gpu_rules.meets_cuda(gpu, active)
+    return ok, why, []
+
+
+def _fix(req: Requirement) -> str:
+    if req.kind == "libtorch":
+        return f"doctor fetch-libtorch --version <a version matching {req.value}>  (then eval \"$(doctor emit setenv)\")"
+    if req.kind == "torch":
+        return f"pip install 'torch{req.value}'  (CPU wheels: --index-url https://download.pytorch.org/whl/cpu)"
+    if req.kind == "abi":
+        return "doctor fetch-libtorch --abi " + req.value + ("  (pre-cxx11 builds exist only up to 2.6)" if req.value == "pre-cxx11" else "")
+    if req.kind == "variant":
+        return f"doctor fetch-libtorch --variant {req.value}"
+    return "run on a machine with a working GPU driver; see the GPU area above"
