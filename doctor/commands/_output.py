@@ -42,6 +42,8 @@ def use_color(choice: str, env=os.environ, stream=sys.stdout) -> bool:
 
 def print_report(report: Report, fmt: str | None, as_json: bool, verbose: int, color: str) -> int:
     """Render to stdout and return the exit code, which derives from the findings alone."""
-    text = render(report, choose_format(fmt, as_json), verbose=verbose, color=use_color(color))
-    click.echo(text)
+    colored = use_color(color)
+    text = render(report, choose_format(fmt, as_json), verbose=verbose, color=colored)
+    # click strips ANSI codes off a non-terminal unless told the colour was asked for.
+    click.echo(text, color=colored or None)
     return report.exit_code()

@@ -11,6 +11,9 @@ from doctor.model import Report
 FORMATS = {
     "text": "doctor.render.text",
     "json": "doctor.render.json",
+    "github": "doctor.render.github",
+    "junit": "doctor.render.junit",
+    "markdown": "doctor.render.markdown",
 }
 
 

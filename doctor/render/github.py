@@ -8,6 +8,7 @@ way GitHub's own toolkit does (@actions/core `escapeData` / `escapeProperty`).
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Mapping
 
 from doctor.model import Finding, Level, Report
@@ -54,7 +55,10 @@ def render(report: Report, verbose: int = 0, color: bool = False, env: Mapping[s
     from doctor.render import markdown, text
 
     env = os.environ if env is None else env
-    lines = [text.render(report, verbose=verbose, color=False)]
+    # Log excerpts in the report could hold "::" lines; stop-commands makes the runner print
+    # them instead of obeying them (GitHub's documented way to echo untrusted text).
+    token = secrets.token_hex(8)
+    lines = [f"::stop-commands::{token}", text.render(report, verbose=verbose, color=False), f"::{token}::"]
     lines.extend(a for f in report.findings if (a := annotation(f, report.strict)) is not None)
     summary_path = env.get("GITHUB_STEP_SUMMARY")
     if summary_path:

@@ -1,0 +1,290 @@
+"""`doctor diff A.json B.json`: what differs between two `doctor check --json` reports.
+
+For "works on my machine, fails in CI": A is the machine that works, B the one that does not.
+A difference in a fact a requirement can name (libtorch/torch version, variant, ABI, GPU
+driver, GPUs) is an error, so the command exits 1; toolchain, loader, environment and
+platform differences are warnings (they fail only with --strict); machine trivia is info (-v).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from doctor.commands._output import print_report, report_options
+from doctor.errors import UsageError
+from doctor.model import Area, Evidence, Finding, Level, Report
+
+
+@dataclass(frozen=True)
+class Fact:
+    area: str
+    label: str  # what it is, as the user reads it: "libtorch ABI"
+    path: str  # where it is in the JSON, for the evidence: "facts.libtorch.candidates[0].abi"
+    value: str  # "none" when absent
+    level: Level  # what a difference means
+    fix: str = ""
+
+
+AREAS = {
+    "libtorch": "libtorch (active)",
+    "torch": "Python torch",
+    "gpu": "GPU",
+    "toolchain": "Toolchain",
+    "loader": "Loader",
+    "system": "System",
+    "env": "Environment",
+}
+NONE = "none"
+
+
+def show(value: Any) -> str:
+    if value is None or value == [] or value == "":
+        return NONE
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(show(v) for v in value)
+    return str(value)
+
+
+def _get(data: Any, *keys: Any) -> Any:
+    for key in keys:
+        if isinstance(data, dict):
+            data = data.get(key)
+        elif isinstance(data, list) and isinstance(key, int) and -len(data) <= key < len(data):
+            data = data[key]
+        else:
+            return None
+    return data
+
+
+def _find(data: Any, names: tuple[str, ...]) -> tuple[str, Any]:
+    """The first value under one of `names`, searched breadth-first: the GPU facts differ by vendor."""
+    queue: list[tuple[str, Any]] = [("", data)]
+    while queue:
+        path, node = queue.pop(0)
+        if isinstance(node, dict):
+            for name in names:
+                if node.get(name) not in (None, "", []):
+                    return f"{path}.{name}", node[name]
+            queue.extend((f"{path}.{k}", v) for k, v in node.items() if k != "evidence")
+    return "", None
+
+
+# -- the facts of one report, area by area --
+
+
+def libtorch_facts(facts: dict) -> Iterator[Fact]:
+    lt = facts.get("libtorch") or {}
+    index = lt.get("active")
+    active = _get(lt, "candidates", index) if isinstance(index, int) else None
+    base = f"facts.libtorch.candidates[{index}]"
+    fetch = "make B use the libtorch A uses: doctor fetch-libtorch --version {version} --variant {variant}"
+    yield Fact("libtorch", "libtorch version", f"{base}.version", show(_get(active, "version")), Level.ERROR, fetch)
+    yield Fact("libtorch", "libtorch variant", f"{base}.variant", show(_get(active, "variant")), Level.ERROR, fetch)
+    yield Fact("libtorch", "libtorch CXX11 ABI", f"{base}.abi", show(_get(active, "abi")), Level.ERROR,
+               "build and run with one ABI: doctor fetch-libtorch --abi {abi} (pre-cxx11 builds exist up to 2.6)")
+    yield Fact("libtorch", "libtorch C++ standard", f"{base}.cxx_standard", show(_get(active, "cxx_standard")), Level.WARNING)
+    yield Fact("libtorch", "libtorch CPU architecture", f"{base}.elf_machine", show(_get(active, "elf_machine")), Level.WARNING)
+    yield Fact("libtorch", "libtorch location", f"{base}.root", show(_get(active, "root")), Level.INFO)
+    yield Fact("libtorch", "libtorch found via", f"{base}.origins", show(_get(active, "origins")), Level.INFO)
+    yield Fact("libtorch", "libtorch candidates", "facts.libtorch.candidates",
+               str(len(lt.get("candidates") or [])), Level.INFO)
+
+
+def torch_facts(facts: dict) -> Iterator[Fact]:
+    torch = facts.get("python_torch")
+    pip = "make B use the torch A uses: pip install 'torch=={torch}'"
+    yield Fact("torch", "torch version", "facts.python_torch.version", show(_get(torch, "version")), Level.ERROR, pip)
+    yield Fact("torch", "torch CUDA", "facts.python_torch.cuda", show(_get(torch, "cuda")), Level.ERROR, pip)
+    yield Fact("torch", "torch HIP", "facts.python_torch.hip", show(_get(torch, "hip")), Level.ERROR, pip)
+    yield Fact("torch", "Python", "facts.python_torch.python", show(_get(torch, "python")), Level.INFO)
+
+
+def gpu_facts(facts: dict) -> Iterator[Fact]:
+    gpu = facts.get("gpu")
+    path, driver = _find(gpu, ("driver_version", "driver"))
+    if isinstance(driver, dict):
+        driver = driver.get("version")
+    yield Fact("gpu", "GPU driver", f"facts.gpu{path}", show(driver), Level.ERROR,
+               "install on B the driver A has (`doctor check -v` on B shows what its GPUs and builds need)")
+    path, cuda = _find(gpu, ("cuda_driver_version", "driver_cuda", "cuda_version"))
+    yield Fact("gpu", "CUDA version the driver supports", f"facts.gpu{path}", show(cuda), Level.ERROR)
+    path, devices = _find(gpu, ("gpus", "devices"))
+    names = []
+    for device in devices if isinstance(devices, list) else []:
+        if isinstance(device, dict):
+            cap = device.get("compute_cap") or device.get("compute_capability") or device.get("arch")
+            names.append(f"{device.get('name') or '?'}" + (f" ({cap})" if cap else ""))
+        else:
+            names.append(str(device))
+    yield Fact("gpu", "GPUs", f"facts.gpu{path}", show(names), Level.ERROR,
+               "run B where A's GPUs are visible (containers: --gpus all; check CUDA_VISIBLE_DEVICES)")
+
+
+def toolchain_facts(facts: dict) -> Iterator[Fact]:
+    tc = facts.get("toolchain") or {}
+    for i, compiler in enumerate(tc.get("compilers") or []):
+        std = compiler.get("max_std")
+        value = show(compiler.get("version")) + (f" (up to c++{std})" if std else "")
+        yield Fact("toolchain", show(compiler.get("name")), f"facts.toolchain.compilers[{i}]", value, Level.WARNING)
+    for tool in ("cmake", "nvcc"):
+        yield Fact("toolchain", tool, f"facts.toolchain.{tool}.version", show(_get(tc, tool, "version")), Level.WARNING)
+    flags = [f"{var}: -D_GLIBCXX_USE_CXX11_ABI={value}" for var, value in tc.get("abi_flags") or []]
+    yield Fact("toolchain", "ABI flags", "facts.toolchain.abi_flags", show(flags), Level.WARNING)
+    flags = [f"{var}: -std=c++{value}" for var, value in tc.get("std_flags") or []]
+    yield Fact("toolchain", "-std flags", "facts.toolchain.std_flags", show(flags), Level.WARNING)
+
+
+def loader_facts(facts: dict) -> Iterator[Fact]:
+    loader = facts.get("loader") or {}
+    yield Fact("loader", "libraries the loader cannot find", "facts.loader.unresolved",
+               show(loader.get("unresolved")), Level.WARNING)
+
+
+def system_facts(facts: dict) -> Iterator[Fact]:
+    system = facts.get("system") or {}
+    for key, label, level in (
+        ("os", "OS", Level.WARNING),
+        ("machine", "CPU architecture", Level.WARNING),
+        ("glibc", "glibc", Level.WARNING),
+        ("glibcxx_max", "newest GLIBCXX", Level.WARNING),
+        ("cxxabi_max", "newest CXXABI", Level.WARNING),
+        ("distribution", "distribution", Level.INFO),
+        ("kernel", "kernel", Level.INFO),
+        ("cpu_model", "CPU model", Level.INFO),
+        ("logical_cores", "logical cores", Level.INFO),
+        ("simd", "SIMD", Level.INFO),
+    ):
+        yield Fact("system", label, f"facts.system.{key}", show(system.get(key)), level)
+
+
+def env_facts(facts: dict, other: dict) -> Iterator[Fact]:
+    names = sorted(set(facts.get("env") or {}) | set(other.get("env") or {}))
+    for name in names:
+        yield Fact("env", name, f"facts.env.{name}", show((facts.get("env") or {}).get(name)), Level.WARNING)
+
+
+def collect(facts: dict, other: dict) -> list[Fact]:
+    producers: list[Callable[[dict], Iterator[Fact]]] = [
+        libtorch_facts, torch_facts, gpu_facts, toolchain_facts, loader_facts, system_facts,
+    ]
+    out = [fact for produce in producers for fact in produce(facts)]
+    return out + list(env_facts(facts, other))
+
+
+# -- comparing --
+
+
+@dataclass(frozen=True)
+class Input:
+    name: str  # as given on the command line
+    data: dict
+
+
+def load_report(name: str) -> Input:
+    """A `doctor check --json` report from a file (or `-` for stdin), or a UsageError naming it."""
+    from doctor.model import SCHEMA_VERSION
+
+    try:
+        text = sys.stdin.read() if name == "-" else open(name, encoding="utf-8").read()
+    except OSError as exc:
+        raise UsageError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"{name}: not JSON ({exc})", "write one with: doctor check --json > report.json") from None
+    if not isinstance(data, dict) or data.get("schema") != "torch-doctor/report":
+        raise UsageError(f"{name}: not a torch-doctor report", "write one with: doctor check --json > report.json")
+    if data.get("command") != "check":
+        raise UsageError(f"{name}: a `doctor {data.get('command')}` report; diff compares `doctor check --json` reports")
+    version = data.get("schema_version")
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise UsageError(
+            f"{name}: report schema version {version!r}, this doctor reads up to {SCHEMA_VERSION}",
+            "compare with the torch-doctor that wrote it, or upgrade: pip install -U torch-doctor",
+        )
+    if not isinstance(data.get("facts"), dict):
+        raise UsageError(f"{name}: the report has no facts")
+    return Input(name, data)
+
+
+def compare(a: Input, b: Input) -> Report:
+    facts_a, facts_b = a.data["facts"], b.data["facts"]
+    left = collect(facts_a, facts_b)
+    right = {(f.area, f.label): f for f in collect(facts_b, facts_a)}
+    values_a = {(f.area, f.label): f.value for f in left}
+    findings: dict[str, list[Finding]] = {area: [] for area in AREAS}
+    differences = []
+    for fact in left + [f for key, f in right.items() if key not in values_a]:
+        key = (fact.area, fact.label)
+        va, vb = values_a.get(key, NONE), right[key].value if key in right else NONE
+        if va == vb:
+            continue
+        differences.append({"area": fact.area, "fact": fact.label, "a": va, "b": vb, "level": fact.level.value})
+        findings[fact.area].append(_finding(fact, va, vb, a, b, facts_a))
+    areas = []
+    for name, title in AREAS.items():
+        same = [f for f in left if f.area == name and f.level is not Level.INFO and f.value != NONE][:3]
+        if findings[name]:
+            count = len(findings[name])
+            summary = f"{count} difference{'s' * (count != 1)}"
+        else:
+            summary = "same" + (": " + ", ".join(f.value for f in same) if same else "")
+        areas.append(Area(name, title, summary, findings=findings[name]))
+    from doctor import __version__
+
+    return Report(
+        "diff",
+        {
+            "a": {"file": a.name, "doctor_version": a.data.get("doctor_version"), "exit_code": a.data.get("exit_code")},
+            "b": {"file": b.name, "doctor_version": b.data.get("doctor_version"), "exit_code": b.data.get("exit_code")},
+            "differences": differences,
+        },
+        areas,
+        doctor_version=__version__,
+    )
+
+
+def _finding(fact: Fact, va: str, vb: str, a: Input, b: Input, facts_a: dict) -> Finding:
+    fix = ""
+    if fact.fix:
+        active = _get(facts_a, "libtorch", "candidates", _get(facts_a, "libtorch", "active")) or {}
+        torch = facts_a.get("python_torch") or {}
+        fix = fact.fix.format(version=active.get("version") or "<version>", variant=active.get("variant") or "<variant>",
+                              abi=active.get("abi") or "<abi>", torch=torch.get("version") or "<version>")
+    return Finding(
+        id="diff.changed",
+        level=fact.level,
+        title=f"{fact.label}: {va} → {vb}",
+        detail=f"A ({a.name}): {va}\nB ({b.name}): {vb}",
+        fix=fix,
+        area=fact.area,
+        evidence=[Evidence("file", a.name, f"{fact.path} = {va}"), Evidence("file", b.name, f"{fact.path} = {vb}")],
+        subject=fact.label,
+    )
+
+
+@click.command("diff")
+@click.argument("report_a", metavar="A.json")
+@click.argument("report_b", metavar="B.json")
+@report_options
+def command(report_a: str, report_b: str, fmt: str | None, as_json: bool, verbose: int, color: str, strict: bool) -> int:
+    """Compare two `doctor check --json` reports: A (works) and B (fails), `-` for stdin.
+
+    Lists what differs: libtorch and torch versions, variant, ABI, GPU driver and GPUs,
+    toolchain, loader, platform, and the libtorch-related environment variables. Exit 1 when
+    a fact a requirement can name differs (version, variant, ABI, driver, GPUs); other
+    differences are warnings (exit 1 with --strict); -v also shows machine trivia.
+    """
+    if report_a == "-" and report_b == "-":
+        raise UsageError("only one of A and B can be read from stdin (-)")
+    report = compare(load_report(report_a), load_report(report_b))
+    report.strict = strict
+    return print_report(report, fmt, as_json, verbose, color)

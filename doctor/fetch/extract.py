@@ -1,0 +1,361 @@
+"""Unpack a zip the way Info-ZIP `unzip` does, safely, and hash the tree (NAR) in the same pass.
+
+Why not `zipfile.extractall`: it drops the executable bit and turns symlinks into regular
+files, which breaks libtorch (its `.so` symlinks, its tools) and changes the Nix hash. Here
+every entry's mode and type follow Info-ZIP's `mapattr` (unix/unix.c), so the tree equals
+what `unzip` makes — the tree Nix's fetchzip hashes — and the tests compare the two.
+
+Refused before anything is written: absolute paths, `..`, entries inside a file or symlink,
+duplicates, and symlinks that resolve (following the archive's own symlinks) outside the tree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import struct
+import zipfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from doctor.errors import DoctorError
+from doctor.nar import NarWriter, sri
+
+CHUNK = 1 << 20
+
+# Info-ZIP host numbers (zip "version made by", high byte)
+FS_FAT, AMIGA, VMS, UNIX, ATARI, QDOS, ACORN, BEOS, TANDEM, THEOS, ATHEOS = 0, 1, 2, 3, 5, 12, 13, 16, 17, 18, 30
+_UNIX_LIKE = {VMS, UNIX, ATARI, QDOS, ACORN, BEOS, TANDEM, THEOS, ATHEOS}
+_SYMLINK_HOSTS = {UNIX, ATARI, ATHEOS, BEOS, VMS}
+_EF_ASIUNIX, _EF_PKVMS = 0x756E, 0x000C
+
+
+class UnsafeArchive(DoctorError):
+    """An entry would land outside the tree (or is otherwise not something to unpack)."""
+
+    def __init__(self, name: str, why: str) -> None:
+        super().__init__(f"refusing to unpack this archive: entry {name!r} {why}",
+                         "the archive is damaged or malicious; nothing was written")
+
+
+@dataclass
+class Entry:
+    path: tuple[bytes, ...]  # inside the tree, after stripping the top folder
+    kind: str  # "file" | "dir" | "symlink"
+    perms: int  # permission bits to set, as unzip would
+    info: zipfile.ZipInfo | None = None
+    data: bytes | None = None  # contents given directly (symlink target, synthesized files)
+
+    @property
+    def executable(self) -> bool:
+        return bool(self.perms & stat.S_IXUSR)
+
+    @property
+    def size(self) -> int:
+        return len(self.data) if self.data is not None else (self.info.file_size if self.info else 0)
+
+
+@dataclass
+class Layout:
+    entries: list[Entry]  # in NAR order (paths sorted as tuples of bytes)
+    root_perms: int | None  # the stripped top folder's own mode, when the zip names it
+    stripped: str | None  # the top folder that was stripped ("libtorch"), if any
+    total_size: int = 0
+
+
+@dataclass
+class Extracted:
+    nar_hash: str  # SRI sha256 of the tree as unpacked
+    files: int
+    size: int  # bytes of file contents written
+    stripped: str | None
+    names: set[str] = field(default_factory=set)  # top-level names in the tree
+
+
+def current_umask() -> int:
+    mask = os.umask(0o22)
+    os.umask(mask)
+    return mask
+
+
+def unzip_mode(info: zipfile.ZipInfo, umask: int) -> tuple[str, int]:
+    """(kind, permission bits) of an entry as Info-ZIP unzip 6.0 extracts it on Unix."""
+    attr = info.external_attr
+    host = info.create_system
+    is_dir = info.filename.endswith("/")
+    if host == AMIGA:
+        rwe = (attr >> 17) & 7
+        return ("dir" if is_dir else "file"), (rwe << 6 | rwe << 3 | rwe) & ~umask
+    mode = 0
+    use_dos = True
+    if host in _UNIX_LIKE:
+        mode = attr >> 16
+        use_dos = False
+        if mode == 0 and info.extra:
+            use_dos, mode = _mode_from_extra(info.extra)
+        if not use_dos:
+            link = stat.S_ISLNK(mode) and host in _SYMLINK_HOSTS
+            return _kind(is_dir, link), _filter(mode)
+        mode = attr >> 16
+    elif host == FS_FAT:
+        mode = attr >> 16
+    dos = attr & 0xFFFF
+    if not dos & 0x10 and is_dir:
+        dos |= 0x10
+    t = (0 if dos & 1 else 1) << 1 | (dos & 0x10) >> 4
+    if (mode & 0o700) == (0o400 | t << 6):
+        # owner bits agree with the DOS flags: unzip trusts the stored Unix mode
+        link = stat.S_ISLNK(mode) and host == FS_FAT
+        return _kind(is_dir, link), _filter(mode)
+    return _kind(is_dir, False), (0o444 | t << 6 | t << 3 | t) & ~umask
+
+
+def _mode_from_extra(extra: bytes) -> tuple[bool, int]:
+    """unzip's work-around for zips that keep Unix modes in an extra field: (use DOS flags, mode)."""
+    pos = 0
+    while pos + 4 <= len(extra):
+        ident, size = struct.unpack_from("<HH", extra, pos)
+        if size > len(extra) - pos - 4:
+            break
+        if ident == _EF_ASIUNIX and size >= 6:
+            return False, struct.unpack_from("<H", extra, pos + 8)[0]
+        if ident in (_EF_ASIUNIX, _EF_PKVMS):
+            return True, 0
+        pos += 4 + size
+    return False, 0
+
+
+def _kind(is_dir: bool, link: bool) -> str:
+    return "dir" if is_dir else ("symlink" if link else "file")
+
+
+def _filter(mode: int) -> int:
+    # unzip drops setuid/setgid/sticky unless -K
+    return mode & 0o777
+
+
+# -- planning: every check happens here, before a byte is written --
+
+
+NameMap = Callable[[str], "str | None"]
+
+
+def plan_entries(
+    infos: Iterable[zipfile.ZipInfo],
+    *,
+    strip_root: bool = True,
+    rename: NameMap | None = None,
+    extra: Iterable[tuple[str, bytes, int]] = (),
+    read: Callable[[zipfile.ZipInfo], bytes] | None = None,
+    umask: int | None = None,
+) -> Layout:
+    """Check and order the entries. `rename` maps an entry name to its place in the tree (None
+    drops it; used to lay out a wheel); `extra` adds (name, contents, perms) files; `read`
+    returns a symlink entry's target (its stored contents)."""
+    umask = current_umask() if umask is None else umask
+    raw: list[tuple[tuple[str, ...], str, int, zipfile.ZipInfo]] = []
+    for info in infos:
+        name = info.filename
+        if info.create_system == FS_FAT and "\\" in name:
+            name = name.replace("\\", "/")  # as unzip does for archives made on DOS/Windows
+        if rename is not None:
+            mapped = rename(name)
+            if mapped is None:
+                continue
+            name = mapped
+        if name.startswith("/") or (len(name) > 1 and name[1] == ":" and name[0].isalpha()):
+            raise UnsafeArchive(info.filename, "has an absolute path")
+        parts = tuple(p for p in name.split("/") if p not in ("", "."))
+        if ".." in parts:
+            raise UnsafeArchive(info.filename, "climbs out of the tree with '..'")
+        if "\0" in name:
+            raise UnsafeArchive(info.filename, "has a NUL byte in its name")
+        kind, perms = unzip_mode(info, umask)
+        if not parts:
+            if kind != "dir":
+                raise UnsafeArchive(info.filename, "has an empty name")
+            continue
+        raw.append((parts, kind, perms, info))
+
+    stripped = None
+    root_perms = None
+    if strip_root and raw:
+        tops = {parts[0] for parts, *_ in raw}
+        top = next(iter(tops))
+        lone_dir = all(len(parts) > 1 or kind == "dir" for parts, kind, *_ in raw)
+        if len(tops) == 1 and lone_dir:
+            stripped = top
+            kept = []
+            for parts, kind, perms, info in raw:
+                if len(parts) == 1:
+                    root_perms = perms
+                else:
+                    kept.append((parts[1:], kind, perms, info))
+            raw = kept
+
+    entries: dict[tuple[bytes, ...], Entry] = {}
+    for parts, kind, perms, info in raw:
+        path = tuple(os.fsencode(p) for p in parts)
+        if path in entries:
+            if kind == "dir" and entries[path].kind == "dir":
+                continue  # a repeated directory entry is harmless
+            raise UnsafeArchive(info.filename, "appears twice")
+        entries[path] = Entry(path, kind, perms, info)
+    for name, data, perms in extra:
+        path = tuple(os.fsencode(p) for p in name.split("/") if p)
+        entries[path] = Entry(path, "file", perms, None, data)
+
+    # Nothing may live inside a file or a symlink: writing through an archive's own symlink
+    # is the classic way out of the tree.
+    for path, entry in entries.items():
+        for i in range(1, len(path)):
+            parent = entries.get(path[:i])
+            if parent is not None and parent.kind != "dir":
+                raise UnsafeArchive(_show(path), f"lies inside {_show(path[:i])!r}, which is a {parent.kind}")
+
+    links = {}
+    for path, entry in entries.items():
+        if entry.kind == "symlink":
+            target = entry.data if entry.data is not None else (read(entry.info) if read else b"")
+            entry.data = target
+            links[path] = target
+    for path, target in links.items():
+        if not target or b"\0" in target:
+            raise UnsafeArchive(_show(path), "is a symlink with an empty or invalid target")
+        if _resolve(list(path[:-1]), target, links, 0) is None:
+            raise UnsafeArchive(_show(path), f"is a symlink to {os.fsdecode(target)!r}, outside the tree")
+
+    ordered = [entries[k] for k in sorted(entries)]
+    total = sum(e.size for e in ordered if e.kind == "file")
+    return Layout(ordered, root_perms, stripped, total)
+
+
+def _show(path: tuple[bytes, ...]) -> str:
+    return os.fsdecode(b"/".join(path))
+
+
+def _resolve(base: list[bytes], target: bytes, links: dict, depth: int) -> list[bytes] | None:
+    """Where `target` (relative to directory `base`) lands, following the archive's symlinks;
+    None when it leaves the tree (or loops)."""
+    if target.startswith(b"/") or depth > 40:
+        return None
+    parts = list(base)
+    for comp in target.split(b"/"):
+        if comp in (b"", b"."):
+            continue
+        if comp == b"..":
+            if not parts:
+                return None
+            parts.pop()
+            continue
+        parts.append(comp)
+        inner = links.get(tuple(parts))
+        if inner is not None:
+            resolved = _resolve(parts[:-1], inner, links, depth + 1)
+            if resolved is None:
+                return None
+            parts = resolved
+    return parts
+
+
+# -- writing --
+
+
+def extract_zip(
+    zip_path: str | os.PathLike[str],
+    dest: str | os.PathLike[str],
+    *,
+    strip_root: bool = True,
+    rename: NameMap | None = None,
+    extra: Iterable[tuple[str, bytes, int]] = (),
+    check_space: Callable[[int], None] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Extracted:
+    """Unpack `zip_path` into the empty directory `dest` and return the tree's NAR hash.
+
+    `dest` is a staging directory beside the final place: the caller renames it into place
+    only when everything (checksums, hashes) is right.
+    """
+    dest = Path(dest)
+    umask = current_umask()
+    try:
+        zf = zipfile.ZipFile(zip_path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise DoctorError(f"{zip_path} is not a readable zip archive: {exc}",
+                          "the download may be truncated or not a libtorch zip") from exc
+    with zf:
+        layout = plan_entries(zf.infolist(), strip_root=strip_root, rename=rename, extra=extra,
+                              read=zf.read, umask=umask)
+        if check_space is not None:
+            check_space(layout.total_size)
+        h = hashlib.sha256()
+        nar = NarWriter(h.update)
+        dirs: list[tuple[bytes, int]] = []  # (path, perms) to set once everything is inside
+        made: set[tuple[bytes, ...]] = {()}
+        root = os.fsencode(dest)
+        implied = 0o777 & ~umask
+        files = size = 0
+
+        def ensure_parent(path: tuple[bytes, ...]) -> None:
+            for i in range(1, len(path)):
+                if path[:i] not in made:
+                    p = os.path.join(root, *path[:i])
+                    os.mkdir(p, 0o700)
+                    dirs.append((p, implied))
+                    made.add(path[:i])
+
+        try:
+            for entry in layout.entries:
+                full = os.path.join(root, *entry.path)
+                if entry.kind == "dir":
+                    ensure_parent(entry.path)
+                    if entry.path not in made:
+                        os.mkdir(full, 0o700)
+                        made.add(entry.path)
+                    dirs.append((full, entry.perms))
+                    nar.directory(entry.path)
+                elif entry.kind == "symlink":
+                    ensure_parent(entry.path)
+                    os.symlink(entry.data, full)
+                    nar.symlink(entry.path, entry.data)
+                else:
+                    ensure_parent(entry.path)
+                    feed = nar.file(entry.path, entry.size, entry.executable)
+                    _write_file(zf, entry, full, feed, progress)
+                    nar.end_file()
+                    files += 1
+                    size += entry.size
+            nar.finish()
+        except zipfile.BadZipFile as exc:
+            raise DoctorError(f"the archive is damaged: {exc}", "fetch it again (use --force)") from exc
+        finally:
+            # Deepest first, so a read-only directory is closed only after its contents are in.
+            for path, perms in sorted(dirs, key=lambda d: d[0].count(b"/"), reverse=True):
+                os.chmod(path, perms)
+        os.chmod(root, layout.root_perms if layout.root_perms is not None else implied)
+        names = {os.fsdecode(e.path[0]) for e in layout.entries}
+        return Extracted(sri(h.digest()), files, size, layout.stripped, names)
+
+
+def _write_file(zf: zipfile.ZipFile, entry: Entry, full: bytes, feed, progress) -> None:
+    fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        if entry.data is not None:
+            os.write(fd, entry.data)
+            feed(entry.data)
+        else:
+            with zf.open(entry.info) as src:
+                while chunk := src.read(CHUNK):
+                    view = memoryview(chunk)
+                    while view:
+                        n = os.write(fd, view)
+                        view = view[n:]
+                    feed(chunk)
+                    if progress is not None:
+                        progress(len(chunk))
+        os.fchmod(fd, entry.perms)
+    finally:
+        os.close(fd)

@@ -1,0 +1,228 @@
+"""Nix archive (NAR) hashes in pure Python: the `hash = "sha256-…"` that Nix's fetchzip expects.
+
+Nix hashes a fetched tree by serialising it as a NAR and taking sha256 of the bytes. A NAR
+records only names, file types, the owner-executable bit, symlink targets and file contents,
+with directory entries sorted by name (bytes). Times, owners and other mode bits do not count.
+
+Three ways in, one serialiser:
+- `nar_hash(path)`: a tree (or a single file / symlink) on disk, like `nix-hash --type sha256 PATH`.
+- `nar_hash_zip(zip)`: a zip's entries as `unzip` would lay them out, top folder stripped like
+  fetchzip's `stripRoot` — no extraction needed.
+- `NarWriter`: fed entries in sorted order while extracting, so installing and hashing are one pass.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import stat
+import struct
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+MAGIC = b"nix-archive-1"
+CHUNK = 1 << 20
+# Nix's own base32 alphabet (no e, o, u, t) and its odd bit order; used by `nix-hash --base32`.
+_NIX32 = "0123456789abcdfghijklmnpqrsvwxyz"
+
+Path_ = tuple[bytes, ...]  # a path inside the archive, as components
+
+
+def sri(digest: bytes) -> str:
+    return "sha256-" + base64.b64encode(digest).decode()
+
+
+def sri_to_hex(value: str) -> str:
+    algo, _, b64 = value.partition("-")
+    if algo != "sha256":
+        raise ValueError(f"not a sha256 SRI hash: {value!r}")
+    return base64.b64decode(b64).hex()
+
+
+def nix_base32(digest: bytes) -> str:
+    """The digest as `nix-hash --base32` prints it."""
+    n = (len(digest) * 8 - 1) // 5 + 1
+    out = []
+    for i in range(n - 1, -1, -1):
+        b = i * 5
+        j, k = divmod(b, 8)
+        c = digest[j] >> k
+        if j + 1 < len(digest):
+            c |= digest[j + 1] << (8 - k)
+        out.append(_NIX32[c & 0x1F])
+    return "".join(out)
+
+
+def _str(data: bytes) -> bytes:
+    pad = (8 - len(data) % 8) % 8
+    return struct.pack("<Q", len(data)) + data + b"\0" * pad
+
+
+_OPEN, _CLOSE = _str(b"("), _str(b")")
+_TYPE, _ENTRY, _NAME, _NODE = _str(b"type"), _str(b"entry"), _str(b"name"), _str(b"node")
+_DIRECTORY, _REGULAR, _SYMLINK = _str(b"directory"), _str(b"regular"), _str(b"symlink")
+_EXECUTABLE, _EMPTY, _CONTENTS, _TARGET = _str(b"executable"), _str(b""), _str(b"contents"), _str(b"target")
+
+
+class NarWriter:
+    """Streams a NAR of a directory tree into `update` (e.g. `hashlib.sha256().update`).
+
+    Call `file`/`symlink`/`directory` with paths in NAR order (paths as tuples of name bytes, sorted); parent
+    directories that were not named explicitly are opened on the way, as a zip implies them.
+    """
+
+    def __init__(self, update: Callable[[bytes], object]) -> None:
+        self._update = update
+        self._open: list[bytes] = []  # directories currently open below the root
+        self._done = False
+        update(_str(MAGIC) + _OPEN + _TYPE + _DIRECTORY)
+
+    def _enter(self, path: Path_) -> None:
+        """Close and open directories so that `path`'s parent is the innermost open one."""
+        if not path:
+            raise ValueError("the root is a directory and cannot be named again")
+        parent = list(path[:-1])
+        common = 0
+        while common < min(len(self._open), len(parent)) and self._open[common] == parent[common]:
+            common += 1
+        while len(self._open) > common:
+            self._open.pop()
+            self._update(_CLOSE + _CLOSE)
+        for name in parent[common:]:
+            self._update(_ENTRY + _OPEN + _NAME + _str(name) + _NODE + _OPEN + _TYPE + _DIRECTORY)
+            self._open.append(name)
+        self._update(_ENTRY + _OPEN + _NAME + _str(path[-1]) + _NODE + _OPEN)
+
+    def directory(self, path: Path_) -> None:
+        self._enter(path)
+        self._update(_TYPE + _DIRECTORY)
+        self._open.append(path[-1])
+
+    def symlink(self, path: Path_, target: bytes) -> None:
+        self._enter(path)
+        self._update(_TYPE + _SYMLINK + _TARGET + _str(target) + _CLOSE + _CLOSE)
+
+    def file(self, path: Path_, size: int, executable: bool) -> Callable[[bytes], None]:
+        """Open a regular file of `size` bytes; feed its contents to the returned function,
+        then call `end_file()`."""
+        self._enter(path)
+        self._update(_TYPE + _REGULAR + (_EXECUTABLE + _EMPTY if executable else b"") + _CONTENTS
+                     + struct.pack("<Q", size))
+        self._pending = size
+        self._fed = 0
+        return self._feed
+
+    def _feed(self, data: bytes) -> None:
+        self._fed += len(data)
+        self._update(data)
+
+    def end_file(self) -> None:
+        if self._fed != self._pending:
+            raise ValueError(f"file contents were {self._fed} bytes, announced {self._pending}")
+        self._update(b"\0" * ((8 - self._pending % 8) % 8) + _CLOSE + _CLOSE)
+
+    def finish(self) -> None:
+        if self._done:
+            return
+        self._update((_CLOSE + _CLOSE) * len(self._open) + _CLOSE)
+        self._open.clear()
+        self._done = True
+
+
+def split(name: str) -> Path_:
+    return tuple(os.fsencode(part) for part in name.split("/") if part)
+
+
+# -- trees on disk --
+
+
+def nar_hash(path: str | os.PathLike[str], exclude_top: Iterable[str] = ()) -> str:
+    """SRI sha256 of the NAR of `path` (a directory, file or symlink), as Nix computes it.
+
+    `exclude_top` names entries directly under a directory `path` to leave out (the
+    install record and `.ok` marker that fetch-libtorch adds to a tree).
+    """
+    h = hashlib.sha256()
+    p = Path(path)
+    st = os.lstat(p)
+    if not stat.S_ISDIR(st.st_mode):
+        h.update(_str(MAGIC))
+        _dump_node(p, st, h.update)
+        return sri(h.digest())
+    writer = NarWriter(h.update)
+    skip = {os.fsencode(n) for n in exclude_top}
+    for rel, st_child in _walk(os.fsencode(p), (), skip):
+        full = p.joinpath(*(os.fsdecode(c) for c in rel))
+        if stat.S_ISDIR(st_child.st_mode):
+            writer.directory(rel)
+        elif stat.S_ISLNK(st_child.st_mode):
+            writer.symlink(rel, os.fsencode(os.readlink(full)))
+        elif stat.S_ISREG(st_child.st_mode):
+            feed = writer.file(rel, st_child.st_size, bool(st_child.st_mode & stat.S_IXUSR))
+            _copy_into(full, feed)
+            writer.end_file()
+        else:
+            raise ValueError(f"{full}: Nix archives hold only files, directories and symlinks")
+    writer.finish()
+    return sri(h.digest())
+
+
+def _walk(real: bytes, rel: Path_, skip: set[bytes]) -> Iterator[tuple[Path_, os.stat_result]]:
+    """(relative path, lstat) for everything under `real`, depth-first with siblings sorted by
+    name bytes: exactly NAR order."""
+    for name in sorted(os.listdir(real)):
+        if name in skip:
+            continue
+        child = os.path.join(real, name)
+        st = os.lstat(child)
+        yield rel + (name,), st
+        if stat.S_ISDIR(st.st_mode):
+            yield from _walk(child, rel + (name,), set())
+
+
+def _copy_into(path: Path, feed: Callable[[bytes], None]) -> None:
+    with open(path, "rb") as fh:
+        while chunk := fh.read(CHUNK):
+            feed(chunk)
+
+
+def _dump_node(p: Path, st: os.stat_result, update: Callable[[bytes], object]) -> None:
+    if stat.S_ISLNK(st.st_mode):
+        update(_OPEN + _TYPE + _SYMLINK + _TARGET + _str(os.fsencode(os.readlink(p))) + _CLOSE)
+    elif stat.S_ISREG(st.st_mode):
+        update(_OPEN + _TYPE + _REGULAR + (_EXECUTABLE + _EMPTY if st.st_mode & stat.S_IXUSR else b"")
+               + _CONTENTS + struct.pack("<Q", st.st_size))
+        _copy_into(p, update)
+        update(b"\0" * ((8 - st.st_size % 8) % 8) + _CLOSE)
+    else:
+        raise ValueError(f"{p}: not a file, directory or symlink")
+
+
+# -- zips --
+
+
+def nar_hash_zip(zip_path: str | os.PathLike[str], strip_root: bool = True) -> str:
+    """SRI hash of the tree `unzip` would produce from `zip_path`, with its single top folder
+    stripped (fetchzip's default). Raises UnsafeArchive for entries that would escape."""
+    import zipfile
+
+    from doctor.fetch.extract import plan_entries
+
+    h = hashlib.sha256()
+    with zipfile.ZipFile(zip_path) as zf:
+        layout = plan_entries(zf.infolist(), strip_root=strip_root, read=zf.read)
+        writer = NarWriter(h.update)
+        for entry in layout.entries:
+            if entry.kind == "dir":
+                writer.directory(entry.path)
+            elif entry.kind == "symlink":
+                writer.symlink(entry.path, zf.read(entry.info))
+            else:
+                feed = writer.file(entry.path, entry.info.file_size, entry.executable)
+                with zf.open(entry.info) as src:
+                    while chunk := src.read(CHUNK):
+                        feed(chunk)
+                writer.end_file()
+        writer.finish()
+    return sri(h.digest())
