@@ -39,15 +39,28 @@ def gather_facts(host: Host) -> dict:
         python, libtorch = torch_and_libtorch()
         active = libtorch.active_install
         loader = detect_loader(host, active.lib_dir if active and active.exists else None, ld_cache)
-        return {
+        crashed: dict[str, str] = {}
+        facts = {
             "system": system.result(),
             "python_torch": python,
             "libtorch": libtorch,
             "loader": loader,
             "toolchain": toolchain.result(),
-            "gpu": gpu.result(),
+            "gpu": _guarded(gpu, "gpu", crashed),
             "env": {k: host.env[k] for k in ENV_KEYS if k in host.env},
         }
+        if crashed:
+            facts["crashed_probes"] = crashed
+        return facts
+
+
+def _guarded(future, name: str, crashed: dict[str, str]):
+    """An optional probe that raises loses its area, not the whole report (see probe.failed)."""
+    try:
+        return future.result()
+    except Exception as exc:  # a bug in that probe: report it and carry on
+        crashed[name] = f"{type(exc).__name__}: {exc}"
+        return None
 
 
 def _detect_gpus(host: Host):
@@ -72,6 +85,11 @@ def build_areas(facts: dict, host: Host) -> list[Area]:
         loader_area(facts["loader"]),
         toolchain_area(facts["toolchain"], libtorch.active_install),
     ]
+    for name, error in facts.get("crashed_probes", {}).items():
+        areas.append(Area(name, name.upper() if len(name) <= 3 else name.title(), "could not be determined", [], [
+            Finding("probe.failed", Level.WARNING, f"the {name} probe failed: {error}",
+                    detail="This is a bug in torch-doctor; the rest of the report stands.",
+                    fix="please report it with `doctor check --json`", area=name)]))
     if facts["gpu"] is not None:
         from doctor.diagnose.gpu import gpu_area
 
@@ -100,7 +118,3 @@ def run_check(host: Host, requirements: Sequence = (), strict: bool = False, pol
         report = apply_policy(report, policy)
     return report
 
-
-def probe_failure(area: str, what: str, error: str) -> Finding:
-    """A probe that failed or timed out is a finding, never a crash."""
-    return Finding("probe.failed", Level.WARNING, f"could not determine {what}: {error}", area=area)

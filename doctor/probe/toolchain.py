@@ -71,7 +71,8 @@ def parse_flags(value: str) -> tuple[list[str], list[int]]:
 def _probe_compiler(host: Host, name: str, path: str, timeout: float) -> Compiler:
     run = host.run([path, "--version"], timeout=timeout)
     compiler = Compiler(name, path, parse_compiler_version(run.stdout) if run.ok else None, None)
-    compiler.evidence.append(Evidence("command", f"{name} --version", (run.stdout.splitlines() or [run.error])[0]))
+    said = run.stdout.splitlines() or run.stderr.splitlines() or [run.error or f"exit status {run.returncode}"]
+    compiler.evidence.append(Evidence("command", f"{name} --version", said[0]))
     if not run.ok:
         return compiler
     for std in STANDARDS:
