@@ -34,6 +34,7 @@ def find_install(host: Host, root: Path | str | None = None):
         if not host.is_dir(root_s):
             raise DoctorError(f"--libtorch {root_s}: no such directory", "give the folder that holds lib/ and include/")
         install = inspect_tree(host, root_s, ["--libtorch"], [Evidence("arg", "--libtorch", root_s)])
+        install.hasktorch = install.hasktorch or _hasktorch_layout(host, root_s)
     else:
         facts = detect_libtorch(host, detect_python_torch(host))
         install = facts.active_install
@@ -48,6 +49,19 @@ def find_install(host: Host, root: Path | str | None = None):
             "pass --libtorch DIR naming the folder that holds lib/ and include/",
         )
     return install
+
+
+def _hasktorch_layout(host: Host, root: str) -> dict | None:
+    """Hasktorch's cache layout <home>/<version>/<platform>/<flavour> with its `.ok` marker: a
+    tree named by --libtorch there still gets LIBTORCH_HOME and friends."""
+    from pathlib import PurePath
+
+    from doctor.probe.libtorch import HASKTORCH_PLATFORMS
+
+    p = PurePath(root)
+    if len(p.parts) < 4 or p.parts[-2] not in HASKTORCH_PLATFORMS or not host.exists(p / ".ok"):
+        return None
+    return {"home": str(p.parents[2]), "version": p.parts[-3], "platform": p.parts[-2], "flavour": p.parts[-1], "ok": True}
 
 
 def emit_text(
@@ -72,3 +86,30 @@ def emit_text(
     if fmt == "setenv":
         options["shell"] = shell
     return module.render(install, host, **options)
+
+
+def emit_to(
+    fmt: str,
+    host: Host,
+    install,
+    output: Path | None = None,
+    shell: str | None = None,
+    **options,
+) -> tuple[str, list[str]]:
+    """Emit as `doctor emit` does: (text for stdout, messages for stderr).
+
+    With `output`, the text goes to that file (byte-exact; stdout gets nothing). The github
+    format with no `output` appends to $GITHUB_ENV / $GITHUB_PATH when those are set.
+    """
+    if fmt == "github" and output is None and (host.env.get("GITHUB_ENV") or host.env.get("GITHUB_PATH")):
+        from doctor.emit.github import write
+
+        return "", write(install, host)
+    text = emit_text(fmt, host=host, shell=shell, install=install, **options)
+    if output is None:
+        return text, []
+    target = host.real(output)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Bytes, not text mode: cmd files carry \r\n, which text mode would double on Windows.
+    target.write_bytes(text.encode("utf-8"))
+    return "", [f"wrote {output}"]

@@ -24,8 +24,9 @@ def header_lines(install, command: str) -> list[str]:
 
 
 def one_line(text: str) -> str:
-    # A newline or carriage return in a path must not end the comment it is printed in.
-    return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    """`text` with control characters written as \\xNN: a newline in a path must not end the
+    comment it is printed in, and TOML forbids control characters even in comments."""
+    return "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 or ord(c) == 0x7F else c for c in text)
 
 
 def refuse_control(values: list[str], fmt: str) -> None:

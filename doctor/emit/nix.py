@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from pathlib import PurePosixPath
 
 from doctor.emit._common import header_lines
 from doctor.emit.variables import variables
@@ -45,7 +44,10 @@ def _with_refs(value: str) -> str:
         elif part == _DEV:
             out.append("${dev}")
         else:
-            out.append(nix_str(part)[1:-1])
+            text = nix_str(part)[1:-1]
+            # "$${" is Nix's escape for a literal "${": a $ just before ${libtorch} needs "\$".
+            # (nix_str never ends a string with an escape of its own, so a final $ is always literal.)
+            out.append(text[:-1] + "\\$" if text.endswith("$") else text)
     return '"' + "".join(out) + '"'
 
 
@@ -68,15 +70,23 @@ def _is_cuda(install) -> bool:
     return variant.startswith("cu")
 
 
-def _source(install, host: Host) -> tuple[str, str]:
-    """(url, SRI hash) of the archive the tree was unpacked from."""
-    record = install.record or _read_record(install.root)
-    src = (record or {}).get("source") or {}
-    url = src.get("url") if isinstance(src, dict) else None
-    if not url or not str(url).startswith(("https://", "http://", "file://")):
+def _source(install, host: Host) -> tuple[str, str, bool]:
+    """(url, SRI hash, strip_root) of the archive the tree was unpacked from."""
+    record = install.record or _read_record(install.root) or {}
+    src = record.get("source") if isinstance(record.get("source"), dict) else {}
+    url = src.get("url")
+    # Only a zip fetched by URL is something fetchzip can fetch again: a local --archive has no
+    # URL, and a wheel's tree is a part of the wheel, not the whole unpacked file.
+    fetchable = src.get("kind", "url") == "url" and str(url or "").startswith(("https://", "http://"))
+    if not fetchable:
         version = install.version or "VERSION"
         variant = install.variant or "cpu"
-        kind = "a Python wheel's libtorch" if "python" in install.origins else "a tree with no install record"
+        if "python" in install.origins and not record:
+            kind = "a Python wheel's libtorch"
+        elif src.get("kind") in ("wheel", "archive"):
+            kind = f"fetched from a {'wheel' if src['kind'] == 'wheel' else 'local archive'}"
+        else:
+            kind = "no install record with a download URL"
         raise DoctorError(
             f"{install.root} has no known source archive ({kind}), so a flake cannot fetch it",
             f"run `doctor fetch-libtorch --version {version} --variant {variant} --emit nix` to fetch the official "
@@ -86,11 +96,12 @@ def _source(install, host: Host) -> tuple[str, str]:
     if not nar:
         from doctor.nar import nar_hash
 
-        # Older records: hash the tree itself, minus the files fetch-libtorch added to it.
-        nar = nar_hash(host.real(install.root), exclude_top=("torch-doctor.json", "libtorch.lock", ".ok"))
-    if not _SRI.match(nar):
+        # A record without the hash: hash the tree itself, minus the files fetch-libtorch added.
+        excludes = record.get("nar_excludes") or ("torch-doctor.json", ".ok")
+        nar = nar_hash(host.real(install.root), exclude_top=tuple(excludes) + ("libtorch.lock",))
+    if not isinstance(nar, str) or not _SRI.match(nar):
         raise DoctorError(f"the install record's nar_hash {nar!r} is not an SRI sha256 hash", "re-run `doctor fetch-libtorch`")
-    return str(url), nar
+    return str(url), nar, record.get("strip_root", True) is not False
 
 
 def _read_record(root: str) -> dict | None:
@@ -143,7 +154,7 @@ def render(install, host: Host, nixpkgs_libtorch: bool = False) -> str:
         description = "nixpkgs' libtorch-bin" + (" (CUDA)" if cuda else "") + ", environment by torch-doctor"
     else:
         systems = [nix_system(install, host)]
-        url, nar = _source(install, host)
+        url, nar, strip_root = _source(install, host)
         command = "doctor emit nix"
         description = f"libtorch {install.label}, environment by torch-doctor"
     darwin_only = all(s.endswith("-darwin") for s in systems)
@@ -171,6 +182,7 @@ def render(install, host: Host, nixpkgs_libtorch: bool = False) -> str:
             f"          name = {nix_str(_store_name(install))};",
             f"          url = {nix_str(url)};",
             f"          hash = {nix_str(nar)};",
+            *([] if strip_root else ["          stripRoot = false;  # the archive has no single top folder"]),
             "        };",
             "      };",
             "      systems = builtins.attrNames sources;",

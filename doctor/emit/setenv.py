@@ -34,6 +34,9 @@ def render(install, host: Host, shell: str | None = None) -> str:
     shell = _ALIASES.get(shell, shell)
     if shell not in SHELLS:
         raise UsageError(f"unknown shell {shell!r} for setenv", "choose one of: " + ", ".join(SHELLS))
+    if host.system == "Windows" and shell in ("sh", "bash", "zsh", "fish"):
+        # Windows lists are ;-separated with drive letters; POSIX shells there (MSYS) use their own.
+        raise UsageError(f"--shell {shell} is not supported on Windows", "use --shell pwsh or --shell cmd")
     vars = variables(install, host.system)
     refuse_control([v.value for v in vars], f"a {shell} setenv")
     command = f"doctor emit setenv --shell {shell}"
@@ -44,6 +47,8 @@ def render(install, host: Host, shell: str | None = None) -> str:
     if shell == "pwsh":
         return render_pwsh(vars, install, command, host.system)
     if shell == "cmd":
+        if host.system != "Windows":
+            raise UsageError("--shell cmd is for Windows", "use --shell sh, bash, zsh, fish or pwsh here")
         return render_cmd(vars, install, command)
     return render_dotenv(vars, install, command, host)
 
@@ -82,7 +87,11 @@ _SH_PREPEND = r"""_torch_doctor_prepend() {
 
 
 def render_sh(vars: list[Var], install, command: str, shell: str = "sh") -> str:
-    lines = [f"# shellcheck shell={'bash' if shell == 'bash' else 'sh'}"]
+    directive = f"# shellcheck shell={'bash' if shell == 'bash' else 'sh'}"
+    if any(c in v.value for v in vars for c in "$`"):
+        # SC2016 warns that $ does not expand in single quotes: here that is the point.
+        directive += " disable=SC2016"
+    lines = [directive]
     lines += ["# " + line for line in header_lines(install, command)]
     lines += ['# Use: . ./setenv.sh   or   eval "$(doctor emit setenv)"', ""]
     lines += [f"export {v.name}={sh_quote(v.value)}" for v in vars if v.mode == "set"]
@@ -171,7 +180,8 @@ def render_pwsh(vars: list[Var], install, command: str, system: str) -> str:
 
 # -- cmd.exe (a .cmd file to `call`) --
 
-_CMD_UNSAFE_IN_PREPEND = '%="!'
+# `%X:find=repl%` ends its find text at the first = or %; a " would end the quoted `set`.
+_CMD_UNSAFE_IN_PREPEND = '%="'
 
 
 def cmd_escape(value: str) -> str:
@@ -182,7 +192,8 @@ def cmd_escape(value: str) -> str:
 
 
 def render_cmd(vars: list[Var], install, command: str) -> str:
-    lines = ["@echo off"] + ["rem " + line for line in header_lines(install, command)]
+    # Batch files expand % even in rem lines.
+    lines = ["@echo off"] + ["rem " + line.replace("%", "%%") for line in header_lines(install, command)]
     lines += ["rem Use: call setenv.cmd", ""]
     lines += [f'set "{v.name}={cmd_escape(v.value)}"' for v in vars if v.mode == "set"]
     for v in (v for v in vars if v.mode == "prepend"):

@@ -108,9 +108,9 @@ def _from_env(host: Host) -> list[tuple[str, str, Evidence]]:
     if host.env.get("LIBTORCH"):
         out.append(("LIBTORCH", host.env["LIBTORCH"], Evidence("env", "LIBTORCH", host.env["LIBTORCH"])))
     elif host.env.get("LIBTORCH_LIB") or host.env.get("LIBTORCH_INCLUDE"):
-        lib = host.env.get("LIBTORCH_LIB") or host.env.get("LIBTORCH_INCLUDE", "")
-        root = str(PurePath(lib).parent) if PurePath(lib).name in ("lib", "include") else lib
-        out.append(("LIBTORCH_INCLUDE/LIBTORCH_LIB", root, Evidence("env", "LIBTORCH_LIB", lib)))
+        # tch-rs reads both as prefixes: $LIBTORCH_LIB/lib and $LIBTORCH_INCLUDE/include.
+        name = "LIBTORCH_LIB" if host.env.get("LIBTORCH_LIB") else "LIBTORCH_INCLUDE"
+        out.append(("LIBTORCH_INCLUDE/LIBTORCH_LIB", host.env[name], Evidence("env", name, host.env[name])))
     torch_dir = host.env.get("Torch_DIR")
     if torch_dir:
         p = PurePath(torch_dir)
@@ -172,10 +172,9 @@ def _lib_name(host: Host, stem: str) -> str:
 
 def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evidence]) -> LibtorchInstall:
     p = PurePath(root)
-    lib_dir = host.env.get("LIBTORCH_LIB") if "LIBTORCH_INCLUDE/LIBTORCH_LIB" in origins else None
-    lib_dir = lib_dir or str(p / "lib")
-    include = host.env.get("LIBTORCH_INCLUDE") if "LIBTORCH_INCLUDE/LIBTORCH_LIB" in origins else None
-    include = include or str(p / "include")
+    split = "LIBTORCH_INCLUDE/LIBTORCH_LIB" in origins
+    lib_dir = str(PurePath(host.env.get("LIBTORCH_LIB") or root) / "lib") if split else str(p / "lib")
+    include = str(PurePath(host.env.get("LIBTORCH_INCLUDE") or root) / "include") if split else str(p / "include")
     install = LibtorchInstall(
         root=root,
         origins=origins,
