@@ -31,7 +31,11 @@ def report_options(func: Callable) -> Callable:
 def choose_format(fmt: str | None, as_json: bool) -> str:
     if fmt and as_json and fmt != "json":
         raise click.UsageError("--json and --format disagree; give one of them")
-    return "json" if as_json else (fmt or "text")
+    if as_json or fmt:
+        return "json" if as_json else fmt
+    from doctor.render.github import default_format  # github annotations inside GitHub Actions
+
+    return default_format(os.environ)
 
 
 def use_color(choice: str, env=os.environ, stream=sys.stdout) -> bool:

@@ -29,6 +29,11 @@ class Fact:
     value: str  # "none" when absent
     level: Level  # what a difference means
     fix: str = ""
+    brief: bool = False  # shown in the area's one-line summary when both sides agree
+
+    @property
+    def summary(self) -> str:
+        return self.value if self.area in ("libtorch", "torch") else f"{self.label} {self.value}"
 
 
 AREAS = {
@@ -39,6 +44,7 @@ AREAS = {
     "loader": "Loader",
     "system": "System",
     "env": "Environment",
+    "results": "Check results",
 }
 NONE = "none"
 
@@ -64,19 +70,6 @@ def _get(data: Any, *keys: Any) -> Any:
     return data
 
 
-def _find(data: Any, names: tuple[str, ...]) -> tuple[str, Any]:
-    """The first value under one of `names`, searched breadth-first: the GPU facts differ by vendor."""
-    queue: list[tuple[str, Any]] = [("", data)]
-    while queue:
-        path, node = queue.pop(0)
-        if isinstance(node, dict):
-            for name in names:
-                if node.get(name) not in (None, "", []):
-                    return f"{path}.{name}", node[name]
-            queue.extend((f"{path}.{k}", v) for k, v in node.items() if k != "evidence")
-    return "", None
-
-
 # -- the facts of one report, area by area --
 
 
@@ -86,10 +79,10 @@ def libtorch_facts(facts: dict) -> Iterator[Fact]:
     active = _get(lt, "candidates", index) if isinstance(index, int) else None
     base = f"facts.libtorch.candidates[{index}]"
     fetch = "make B use the libtorch A uses: doctor fetch-libtorch --version {version} --variant {variant}"
-    yield Fact("libtorch", "libtorch version", f"{base}.version", show(_get(active, "version")), Level.ERROR, fetch)
-    yield Fact("libtorch", "libtorch variant", f"{base}.variant", show(_get(active, "variant")), Level.ERROR, fetch)
+    yield Fact("libtorch", "libtorch version", f"{base}.version", show(_get(active, "version")), Level.ERROR, fetch, True)
+    yield Fact("libtorch", "libtorch variant", f"{base}.variant", show(_get(active, "variant")), Level.ERROR, fetch, True)
     yield Fact("libtorch", "libtorch CXX11 ABI", f"{base}.abi", show(_get(active, "abi")), Level.ERROR,
-               "build and run with one ABI: doctor fetch-libtorch --abi {abi} (pre-cxx11 builds exist up to 2.6)")
+               "build and run with one ABI: doctor fetch-libtorch --abi {abi} (pre-cxx11 builds exist up to 2.6)", True)
     yield Fact("libtorch", "libtorch C++ standard", f"{base}.cxx_standard", show(_get(active, "cxx_standard")), Level.WARNING)
     yield Fact("libtorch", "libtorch CPU architecture", f"{base}.elf_machine", show(_get(active, "elf_machine")), Level.WARNING)
     yield Fact("libtorch", "libtorch location", f"{base}.root", show(_get(active, "root")), Level.INFO)
@@ -101,31 +94,34 @@ def libtorch_facts(facts: dict) -> Iterator[Fact]:
 def torch_facts(facts: dict) -> Iterator[Fact]:
     torch = facts.get("python_torch")
     pip = "make B use the torch A uses: pip install 'torch=={torch}'"
-    yield Fact("torch", "torch version", "facts.python_torch.version", show(_get(torch, "version")), Level.ERROR, pip)
+    yield Fact("torch", "torch version", "facts.python_torch.version", show(_get(torch, "version")), Level.ERROR, pip, True)
     yield Fact("torch", "torch CUDA", "facts.python_torch.cuda", show(_get(torch, "cuda")), Level.ERROR, pip)
     yield Fact("torch", "torch HIP", "facts.python_torch.hip", show(_get(torch, "hip")), Level.ERROR, pip)
     yield Fact("torch", "Python", "facts.python_torch.python", show(_get(torch, "python")), Level.INFO)
 
 
 def gpu_facts(facts: dict) -> Iterator[Fact]:
-    gpu = facts.get("gpu")
-    path, driver = _find(gpu, ("driver_version", "driver"))
-    if isinstance(driver, dict):
-        driver = driver.get("version")
-    yield Fact("gpu", "GPU driver", f"facts.gpu{path}", show(driver), Level.ERROR,
-               "install on B the driver A has (`doctor check -v` on B shows what its GPUs and builds need)")
-    path, cuda = _find(gpu, ("cuda_driver_version", "driver_cuda", "cuda_version"))
-    yield Fact("gpu", "CUDA version the driver supports", f"facts.gpu{path}", show(cuda), Level.ERROR)
-    path, devices = _find(gpu, ("gpus", "devices"))
-    names = []
-    for device in devices if isinstance(devices, list) else []:
-        if isinstance(device, dict):
-            cap = device.get("compute_cap") or device.get("compute_capability") or device.get("arch")
-            names.append(f"{device.get('name') or '?'}" + (f" ({cap})" if cap else ""))
-        else:
-            names.append(str(device))
-    yield Fact("gpu", "GPUs", f"facts.gpu{path}", show(names), Level.ERROR,
-               "run B where A's GPUs are visible (containers: --gpus all; check CUDA_VISIBLE_DEVICES)")
+    gpu = facts.get("gpu") or {}
+    nvidia, amd, apple = gpu.get("nvidia") or {}, gpu.get("amd") or {}, gpu.get("apple") or {}
+    driver_fix = "install on B the driver A has (`doctor check -v` on B shows what its GPUs and builds need)"
+    yield Fact("gpu", "NVIDIA driver", "facts.gpu.nvidia.driver_version", show(nvidia.get("driver_version")),
+               Level.ERROR, driver_fix, True)
+    yield Fact("gpu", "CUDA the driver supports", "facts.gpu.nvidia.driver_cuda_version",
+               show(nvidia.get("driver_cuda_version")), Level.ERROR, driver_fix)
+    yield Fact("gpu", "NVIDIA driver answers", "facts.gpu.nvidia.reachable",
+               show(bool(nvidia.get("reachable"))), Level.ERROR,
+               "on B: load the driver, pass the GPUs into the container (--gpus all), check CUDA_VISIBLE_DEVICES")
+    names = [f"{g.get('name') or '?'} (sm {g.get('compute_capability') or '?'})"
+             for g in nvidia.get("gpus") or [] if isinstance(g, dict) and g.get("visible", True)]
+    yield Fact("gpu", "NVIDIA GPUs", "facts.gpu.nvidia.gpus", show(names), Level.ERROR,
+               "run B where A's GPUs are visible (containers: --gpus all; check CUDA_VISIBLE_DEVICES)", True)
+    gfx = [str(g.get("gfx")) for g in amd.get("gpus") or [] if isinstance(g, dict)]
+    yield Fact("gpu", "AMD GPUs", "facts.gpu.amd.gpus", show(gfx), Level.ERROR, brief=True)
+    yield Fact("gpu", "AMD GPUs usable", "facts.gpu.amd.usable", show(bool(amd.get("usable"))), Level.ERROR)
+    yield Fact("gpu", "ROCm", "facts.gpu.amd.rocm_version", show(amd.get("rocm_version")), Level.WARNING)
+    yield Fact("gpu", "Apple MPS", "facts.gpu.apple.mps_eligible", show(apple.get("mps_eligible")), Level.ERROR)
+    yield Fact("gpu", "variant that fits", "facts.gpu.recommended.variant",
+               show(_get(gpu, "recommended", "variant")), Level.WARNING)
 
 
 def toolchain_facts(facts: dict) -> Iterator[Fact]:
@@ -133,9 +129,11 @@ def toolchain_facts(facts: dict) -> Iterator[Fact]:
     for i, compiler in enumerate(tc.get("compilers") or []):
         std = compiler.get("max_std")
         value = show(compiler.get("version")) + (f" (up to c++{std})" if std else "")
-        yield Fact("toolchain", show(compiler.get("name")), f"facts.toolchain.compilers[{i}]", value, Level.WARNING)
+        yield Fact("toolchain", show(compiler.get("name")), f"facts.toolchain.compilers[{i}]", value, Level.WARNING,
+                   brief=True)
     for tool in ("cmake", "nvcc"):
-        yield Fact("toolchain", tool, f"facts.toolchain.{tool}.version", show(_get(tc, tool, "version")), Level.WARNING)
+        yield Fact("toolchain", tool, f"facts.toolchain.{tool}.version", show(_get(tc, tool, "version")),
+                   Level.WARNING, brief=True)
     flags = [f"{var}: -D_GLIBCXX_USE_CXX11_ABI={value}" for var, value in tc.get("abi_flags") or []]
     yield Fact("toolchain", "ABI flags", "facts.toolchain.abi_flags", show(flags), Level.WARNING)
     flags = [f"{var}: -std=c++{value}" for var, value in tc.get("std_flags") or []]
@@ -162,7 +160,8 @@ def system_facts(facts: dict) -> Iterator[Fact]:
         ("logical_cores", "logical cores", Level.INFO),
         ("simd", "SIMD", Level.INFO),
     ):
-        yield Fact("system", label, f"facts.system.{key}", show(system.get(key)), level)
+        yield Fact("system", label, f"facts.system.{key}", show(system.get(key)), level,
+                   brief=key in ("distribution", "machine", "glibc"))
 
 
 def env_facts(facts: dict, other: dict) -> Iterator[Fact]:
@@ -217,8 +216,8 @@ def load_report(name: str) -> Input:
 
 def compare(a: Input, b: Input) -> Report:
     facts_a, facts_b = a.data["facts"], b.data["facts"]
-    left = collect(facts_a, facts_b)
-    right = {(f.area, f.label): f for f in collect(facts_b, facts_a)}
+    left = _collect(a, b)
+    right = {(f.area, f.label): f for f in _collect(b, a)}
     values_a = {(f.area, f.label): f.value for f in left}
     findings: dict[str, list[Finding]] = {area: [] for area in AREAS}
     differences = []
@@ -229,15 +228,11 @@ def compare(a: Input, b: Input) -> Report:
             continue
         differences.append({"area": fact.area, "fact": fact.label, "a": va, "b": vb, "level": fact.level.value})
         findings[fact.area].append(_finding(fact, va, vb, a, b, facts_a))
+    findings["results"] = _result_changes(a, b)
     areas = []
     for name, title in AREAS.items():
-        same = [f for f in left if f.area == name and f.level is not Level.INFO and f.value != NONE][:3]
-        if findings[name]:
-            count = len(findings[name])
-            summary = f"{count} difference{'s' * (count != 1)}"
-        else:
-            summary = "same" + (": " + ", ".join(f.value for f in same) if same else "")
-        areas.append(Area(name, title, summary, findings=findings[name]))
+        same = [f.summary for f in left if f.area == name and f.brief and f.value != NONE]
+        areas.append(Area(name, title, _summary(findings[name], same), findings=findings[name]))
     from doctor import __version__
 
     return Report(
@@ -250,6 +245,53 @@ def compare(a: Input, b: Input) -> Report:
         areas,
         doctor_version=__version__,
     )
+
+
+def _collect(report: Input, other: Input) -> list[Fact]:
+    try:
+        return collect(report.data["facts"], other.data["facts"])
+    except (AttributeError, TypeError, ValueError) as exc:  # hand-edited or truncated: say which file
+        raise UsageError(f"{report.name}: the facts are not in the shape `doctor check --json` writes ({exc})") from None
+
+
+def _summary(findings: list[Finding], same: list[str]) -> str:
+    if not findings:
+        return "same" + (": " + ", ".join(same) if same else "")
+    major = sum(f.level is not Level.INFO for f in findings)
+    minor = len(findings) - major
+    if not major:
+        return f"same ({minor} minor difference{'s' * (minor != 1)}, shown with -v)"
+    text = f"{major} difference{'s' * (major != 1)}"
+    return text + (f" (and {minor} minor, shown with -v)" if minor else "")
+
+
+def _result_changes(a: Input, b: Input) -> list[Finding]:
+    """Problem ids one report has and the other lacks: often the quickest pointer to the cause.
+    Compared by id alone: the same problem on two machines names different paths."""
+
+    def problems(data: dict) -> dict[str, dict]:
+        out: dict[str, dict] = {}
+        for f in data.get("findings") or []:
+            if isinstance(f, dict) and f.get("level") in ("warning", "error"):
+                out.setdefault(str(f.get("id")), f)
+        return out
+
+    pa, pb = problems(a.data), problems(b.data)
+    out = []
+    for side, mine, theirs, name in (("B", pb, pa, b.name), ("A", pa, pb, a.name)):
+        for fid, f in mine.items():
+            if fid in theirs:
+                continue
+            out.append(Finding(
+                id="diff.changed",
+                level=Level.WARNING,
+                title=f"only {side} reports {fid} ({f.get('level')}): {f.get('title')}",
+                fix=str(f.get("fix") or ""),
+                area="results",
+                evidence=[Evidence("file", name, f"findings[id={fid}] level={f.get('level')}")],
+                subject=f"{side}:{fid}",
+            ))
+    return out
 
 
 def _finding(fact: Fact, va: str, vb: str, a: Input, b: Input, facts_a: dict) -> Finding:

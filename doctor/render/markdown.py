@@ -12,12 +12,13 @@ import re
 from doctor.model import Level, Report
 
 MARK = {Level.OK: "✅", Level.INFO: "ℹ️", Level.WARNING: "⚠️", Level.ERROR: "❌"}
-_PUNCT = re.compile(r"([\\`*_\[\]{}#+!|~])")
+_PUNCT = re.compile(r"([\\`*_\[\]|~])")
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # log bytes that would garble a comment
 
 
 def cell(text: str) -> str:
     """One table cell: markdown punctuation and HTML escaped, newlines as <br>."""
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = _CONTROL.sub("", text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = _PUNCT.sub(r"\\\1", text)
     return "<br>".join(line.strip() for line in text.strip().splitlines())
 
