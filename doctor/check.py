@@ -106,9 +106,14 @@ def requirements_area(requirements: Sequence, facts: dict) -> Area:
     return Area("requirements", "Requirements", f"{met} of {len(requirements)} met", details, findings)
 
 
-def run_check(host: Host, requirements: Sequence = (), strict: bool = False, policy=None) -> Report:
+def run_check(host: Host, requirements: Sequence = (), strict: bool = False, policy=None,
+              build: str | None = None) -> Report:
     facts = gather_facts(host)
     areas = build_areas(facts, host)
+    if build:
+        from doctor.buildcheck import build_check
+
+        areas.append(build_check(host, facts["libtorch"].active_install, build).area())
     if requirements:
         areas.append(requirements_area(requirements, facts))
     report = Report("check", facts, areas, doctor_version=__version__, strict=strict)

@@ -11,8 +11,13 @@ from doctor.commands._output import print_report, report_options
 @click.option("--require", "requires", multiple=True, metavar="REQ",
               help="A requirement to enforce (repeatable): 'libtorch>=2.5,<2.10', 'torch==2.13.*', "
               "'abi=cxx11', 'variant=cu128', 'gpu', 'cuda'. Also read from [tool.doctor] in pyproject.toml.")
+@click.option("--build", type=click.Choice(["c10", "full"]), is_flag=False, flag_value="c10", default=None,
+              help="Also compile and run a tiny program against the active libtorch with only the environment "
+              "`doctor emit` writes: a c10-only probe (about a second), or --build=full (<torch/torch.h> and a "
+              "tensor op). A failed build is explained.")
 @report_options
-def command(requires: tuple[str, ...], fmt: str | None, as_json: bool, verbose: int, color: str, strict: bool) -> int:
+def command(requires: tuple[str, ...], build: str | None, fmt: str | None, as_json: bool, verbose: int, color: str,
+            strict: bool) -> int:
     """Detect libtorch installs, the Python torch, the toolchain, the loader's view and GPUs.
 
     Says what is wrong, why (with evidence, see -v) and the exact fix. Exit codes: 0 every
@@ -27,7 +32,7 @@ def command(requires: tuple[str, ...], fmt: str | None, as_json: bool, verbose: 
     policy = _load_policy(host)
     texts = [*getattr(policy, "requirements", ()), *requires]
     requirements = [parse_requirement(t) for t in texts]
-    report = run_check(host, requirements, strict=strict, policy=policy)
+    report = run_check(host, requirements, strict=strict, policy=policy, build=build)
     return print_report(report, fmt, as_json, verbose, color)
 
 

@@ -101,3 +101,16 @@ def test_console_entry_points_and_version():
     result = doctor_subprocess("--version")
     assert result.returncode == 0 and "torch-doctor" in result.stdout
     assert doctor_subprocess("no-such-command").returncode == 2
+
+
+@pytest.mark.slow
+def test_check_build_passes_here_and_fails_on_the_old_abi():
+    ok = doctor_subprocess("check", "--build", env={"CXXFLAGS": "", "LD_LIBRARY_PATH": ""})
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "Build probe (c10): compiled, linked and ran" in ok.stdout
+    bad = doctor_subprocess("check", "--build", "--json", env={"CXXFLAGS": "-D_GLIBCXX_USE_CXX11_ABI=0"})
+    assert bad.returncode == 1
+    report = json.loads(bad.stdout)
+    build_ids = [f["id"] for f in report["findings"] if f["area"] == "build"]
+    assert build_ids == ["abi.mismatch"]
+    assert "-D_GLIBCXX_USE_CXX11_ABI=1" in next(f["fix"] for f in report["findings"] if f["area"] == "build")

@@ -1,0 +1,122 @@
+"""`doctor explain [LOG|-]` and `doctor explain --from-command -- CMD ARGS…`."""
+
+from __future__ import annotations
+
+import click
+
+from doctor.commands._output import print_report, report_options
+
+READ_LIMIT = 1 << 30  # a log bigger than 1 GiB is read up to here
+
+
+@click.command("explain", context_settings={"ignore_unknown_options": True})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[LOG|-]")
+@click.option("--from-command", "from_command", is_flag=True,
+              help="Run the command given after `--`, keep its output, and explain it if it fails "
+              "(a command that succeeds passes its output and exit code through).")
+@click.option("--timeout", type=click.FloatRange(min=1), default=3600, show_default=True,
+              help="Seconds --from-command lets the command run.")
+@click.option("--no-facts", is_flag=True,
+              help="Explain from the log alone, without looking at this machine's libtorch.")
+@report_options
+def command(args: tuple[str, ...], from_command: bool, timeout: float, no_facts: bool, fmt: str | None,
+            as_json: bool, verbose: int, color: str, strict: bool) -> int:
+    """Read a failing build or run log and name each known setup problem: the lines that prove it,
+    the cause, and the fix for this machine (libtorch's ABI flag, the dirs to add, the variant to fetch).
+
+    \b
+      doctor explain build.log
+      make 2>&1 | doctor explain -
+      doctor explain --from-command -- cargo build
+
+    Exit codes: 0 no known setup problem found; 1 problems found (or the log cannot be read);
+    2 usage error. With --from-command a command that succeeds passes its own exit code
+    through, and a failure with no known cause keeps the command's exit code.
+    """
+    from doctor.host import Host
+
+    host = Host.from_system()
+    if from_command:
+        return _from_command(host, args, timeout, no_facts, fmt, as_json, verbose, color, strict)
+    if len(args) > 1:
+        raise click.UsageError(
+            f"explain reads one log, got {len(args)} arguments; to run a command use: doctor explain --from-command -- CMD ARGS"
+        )
+    name = args[0] if args else "-"
+    if name == "-":
+        stream = click.get_text_stream("stdin")
+        if not args and stream.isatty():
+            raise click.UsageError("give a LOG file, - to read standard input, or --from-command -- CMD ARGS")
+        text, source = stream.read(), "stdin"
+    else:
+        text, source = _read(host, name), name
+    report = _report(host, text, source, no_facts, strict)
+    return print_report(report, fmt, as_json, verbose, color)
+
+
+def _read(host, path: str) -> str:
+    from doctor.errors import DoctorError
+
+    if host.is_dir(path):
+        raise DoctorError(f"{path} is a directory, not a log file", hint="give the path to a build or run log")
+    text = host.read_text(path, limit=READ_LIMIT)
+    if text is None:
+        if not host.exists(path):
+            raise DoctorError(f"{path}: no such file", hint="give the path to a build or run log, or - to read standard input")
+        raise DoctorError(f"{path}: cannot be read", hint="check its permissions")
+    return text
+
+
+def _from_command(host, argv: tuple[str, ...], timeout: float, no_facts: bool, fmt, as_json, verbose, color, strict) -> int:
+    from doctor.errors import DoctorError
+
+    if not argv:
+        raise click.UsageError("--from-command needs a command after --, e.g. doctor explain --from-command -- make -j4")
+    result = host.run(list(argv), timeout=timeout)
+    if result.returncode is None and not result.timed_out:
+        raise DoctorError(result.error or f"{argv[0]}: could not be started", hint="check the command name and PATH")
+    if result.returncode == 0:
+        # Success: stay out of the way.
+        click.echo(result.stdout, nl=False)
+        click.echo(result.stderr, nl=False, err=True)
+        return 0
+    # Failure: the command's output goes to stderr so that stdout carries only the report.
+    click.echo(result.stdout, nl=False, err=True)
+    click.echo(result.stderr, nl=False, err=True)
+    if result.timed_out:
+        click.echo(f"doctor: {result.error}", err=True)
+    text = result.stdout + ("\n" if result.stdout and not result.stdout.endswith("\n") else "") + result.stderr
+    shown = result.command if len(result.command) <= 60 else result.command[:59] + "…"
+    report = _report(host, text, f"output of `{shown}`", no_facts, strict,
+                     failed=f"the command failed ({'timed out' if result.timed_out else f'exit {result.returncode}'})")
+    report.facts["command"] = {"argv": list(argv), "returncode": result.returncode, "timed_out": result.timed_out}
+    code = print_report(report, fmt, as_json, verbose, color)
+    if code:
+        return code
+    return 124 if result.timed_out else result.returncode
+
+
+def _report(host, text: str, source: str, no_facts: bool, strict: bool, failed: str = ""):
+    from doctor import __version__
+    from doctor.explain import MachineFacts, explain_text
+    from doctor.model import Area, Report
+
+    facts = None if no_facts else MachineFacts.detect(host)
+    findings = explain_text(text, facts, source=source)
+    lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+    summary = (f"{len(findings)} known setup problem{'s' * (len(findings) != 1)} found" if findings
+               else "no known setup problem found")
+    if failed:
+        summary = f"{failed}; {summary}"
+    details = [f"{lines} line{'s' * (lines != 1)} read from {source}"]
+    install = facts.install if facts is not None else None
+    libtorch = None
+    if install is not None:
+        libtorch = {"root": str(install.root), "version": install.version, "variant": install.variant,
+                    "abi": install.abi, "lib_dir": str(install.lib_dir)}
+        details.append(f"active libtorch: {install.label} at {install.root} (ABI: {install.abi or 'unknown'})")
+    elif not no_facts:
+        details.append("no libtorch found on this machine: fixes are given without its paths")
+    area = Area("explain", source, summary, details, findings)
+    return Report("explain", {"log": source, "lines": lines, "libtorch": libtorch}, [area],
+                  doctor_version=__version__, strict=strict)

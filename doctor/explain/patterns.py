@@ -1,0 +1,445 @@
+"""What a log says, as data: one table of rules, one per diagnosis id, root cause first.
+
+Each rule holds signs; a sign is a regex compiled once, the literal needles a line must
+contain before the regex is tried (the engine finds needles with str.find, so a 10 MB log
+costs a few fast scans, not a regex per line), and the real log lines that justify it,
+copied verbatim from tests/fixtures/logs/ (sources in tests/fixtures/logs/index.json).
+A sign with no real line yet names its `basis` instead (the tool whose message format it
+reads); tests/explain/test_patterns.py holds the variants that keep it honest.
+
+The table's order is the order findings are reported in: a cause before what it causes.
+`explains` folds consequences into their cause (an x86_64 libtorch on arm64 also makes
+every -ltorch "not found"; a duplicate LC_RPATH also makes dyld "not load" the library).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Sign:
+    regex: re.Pattern[str]
+    needles: tuple[str, ...]
+    examples: tuple[str, ...] = ()
+    basis: str = ""  # where the message format comes from when no real line is in the corpus yet
+    trigger: bool = True  # False: context only, adds facts to a finding that other signs raised
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    title: str  # generic title; doctor/explain/advice.py makes it concrete
+    cause: str
+    fix: str
+    signs: tuple[Sign, ...]
+    explains: tuple[str, ...] = ()
+
+
+def sign(pattern: str, needles: str | tuple[str, ...], *examples: str, basis: str = "", trigger: bool = True) -> Sign:
+    needles = (needles,) if isinstance(needles, str) else needles
+    return Sign(re.compile(pattern), needles, examples, basis, trigger)
+
+
+# -- shared pieces --
+
+# A header that ships in libtorch's include dirs (TH/THC are not: they were removed in 1.11).
+HEADER = r"(?P<header>(?:torch|ATen|c10|caffe2)[\\/][\w./\\+-]*?\.(?:h|hpp|cuh))"
+# gcc prints strerror() in the user's locale.
+NO_SUCH_FILE = (
+    "No such file or directory",
+    "没有那个文件或目录",
+    "Datei oder Verzeichnis nicht gefunden",
+    "Aucun fichier ou dossier de ce type",
+    "No existe el archivo o el directorio",
+    "そのようなファイルやディレクトリはありません",
+    "Нет такого файла или каталога",
+)
+_NO_SUCH = "(?:" + "|".join(map(re.escape, NO_SUCH_FILE)) + ")"
+# libtorch's own libraries, as -l names ("torchvision" is not one: it needs the "_").
+TORCH_LIB = r"(?P<lib>(?:torch|c10|caffe2|shm)(?:_\w+)?)\b"
+# Mangled torch namespaces: c10, at, torch, caffe2, c10d.
+_MANGLED_NS = r"(?:3c10|2at|5torch|6caffe2|4c10d)"
+# A std::string in a mangled name: CXX11 (St7__cxx11, B5cxx11 abi tag) or the old ABI (Ss).
+_MANGLED_STRING = r"(?:St7__cxx11|B5cxx11|Ss)"
+# Libraries a libtorch program loads: libtorch's own, its OpenMP, CUDA runtime and driver.
+LOADED_LIB = (
+    r"(?P<lib>lib(?:torch\w*|c10\w*|caffe2\w*|shm|gomp|iomp5|mklml|cuda|cudart|cublas\w*|cudnn\w*|cufft\w*"
+    r"|curand|cusolver\w*|cusparse\w*|nvrtc\w*|nvJitLink|nvToolsExt|nccl|nvidia-ml|cupti|cufile\w*)"
+    r"[\w.+-]*?\.(?:so(?:\.[\d.]+)?|dylib))"
+)
+WINDOWS_DLL = r"(?P<lib>(?:c10|torch|caffe2|shm|fbgemm|asmjit|uv|libiomp5md|cudart64|cublas64|cudnn64|nvrtc64)\w*\.dll)"
+# Lines about a torch file (keeps generic arch messages from other projects out).
+_TORCHY = r"^(?=.*(?:torch|c10|caffe2))"
+
+
+TABLE: tuple[Rule, ...] = (
+    Rule(
+        "arch.mismatch",
+        "libtorch is built for another CPU architecture",
+        "The libtorch the build or the loader found was compiled for another CPU (an x86_64 zip on "
+        "Apple silicon or on aarch64 Linux, a 32-bit library on a 64-bit system).",
+        "fetch the libtorch built for this machine (macOS: libtorch-macos-arm64-<V>.zip; aarch64 Linux: the "
+        "PyTorch wheel's libtorch, there is no aarch64 zip)",
+        (
+            sign(_TORCHY + r".*?found architecture '(?P<found>\w+)', required architecture '(?P<required>\w+)'",
+                 "found architecture",
+                 "  = note: ld: warning: ignoring file '/Users/yangyang/micromamba/envs/tch-rs-demo/lib/python3.10/"
+                 "site-packages/torch/lib/libtorch.dylib': found architecture 'x86_64', required architecture 'arm64'"),
+            sign(_TORCHY + r".*?building for (?P<required>[\w.-]+) but attempting to link with file built for (?P<found>[\w.-]+)",
+                 "attempting to link with file built for",
+                 "ld: warning: ignoring file ../libtorch/lib/libtorch_cpu.dylib, building for macOS-arm64 but "
+                 "attempting to link with file built for macOS-x86_64"),
+            sign(_TORCHY + r".*?which is not the architecture being linked \((?P<required>\w+)\)",
+                 "not the architecture being linked",
+                 "ld: warning: ignoring file libtorch/lib/libc10.so, file was built for unsupported file format "
+                 "( 0x7F 0x45 0x4C 0x46 0x02 0x01 0x01 0x03 0x00 0x00 0x00 0x00 0x00 0x00 0x00 0x00 ) which is not "
+                 "the architecture being linked (x86_64): libtorch/lib/libc10.so"),
+            sign(r"skipping incompatible (?P<file>\S*(?:torch|c10|caffe2)\S*) when searching for -l(?P<lib>\S+)",
+                 "skipping incompatible",
+                 "/usr/bin/ld: skipping incompatible /home/foobar/target/release/build/torch-sys-3b7ac5563a63a881/out/"
+                 "libtorch/libtorch/lib/libtorch_cuda.so when searching for -ltorch_cuda"),
+            sign(r"(?P<file>\S*(?:torch|c10|caffe2)\S*): error adding symbols: [Ff]ile in wrong format",
+                 "in wrong format",
+                 "/usr/bin/ld: /home/firefly/new/libtorch/lib/libtorch.so: error adding symbols: file in wrong format",
+                 "libtorch/lib/libc10.so: error adding symbols: File in wrong format"),
+            sign(r"(?P<file>\S*(?:torch|c10|caffe2|libcuda|libnvidia)\S*): wrong ELF class: (?P<elfclass>ELFCLASS\d+)",
+                 "wrong ELF class", basis="glibc ld.so (dl-load.c): '<lib>: wrong ELF class: ELFCLASS32'"),
+            sign(_TORCHY + r".*?incompatible architecture \(have \(?'?(?P<found>\w+)'?\)?, need \(?'?(?P<required>\w+)'?\)?\)",
+                 "incompatible architecture",
+                 "OSError: dlopen(/Users/masonjames/Sites/invokeai/.venv/lib/python3.10/site-packages/torch/lib/"
+                 "libtorch_global_deps.dylib, 0x000A): tried: '/Users/masonjames/Sites/invokeai/.venv/lib/python3.10/"
+                 "site-packages/torch/lib/libtorch_global_deps.dylib' (mach-o file, but is an incompatible architecture "
+                 "(have 'x86_64', need 'arm64')), '/System/Volumes/Preboot/Cryptexes/OS/Users/masonjames/Sites/invokeai/"
+                 ".venv/lib/python3.10/site-packages/torch/lib/libtorch_global_deps.dylib' (no such file), '/Users/"
+                 "masonjames/Sites/invokeai/.venv/lib/python3.10/site-packages/torch/lib/libtorch_global_deps.dylib' "
+                 "(mach-o file, but is an incompatible architecture (have 'x86_64', need 'arm64'))"),
+            sign(_TORCHY + r".*Exec format error", "Exec format error",
+                 basis="execve(2) ENOEXEC as printed by shells and Python: 'cannot execute binary file: Exec format error'"),
+            sign(_TORCHY + r".*is not a valid Win32 application", "not a valid Win32 application",
+                 basis="Windows ERROR_BAD_EXE_FORMAT: '%1 is not a valid Win32 application'"),
+        ),
+        explains=("link.library-missing", "abi.mismatch", "version.mismatch", "loader.library-not-found"),
+    ),
+    Rule(
+        "glibc.too-old",
+        "the system's glibc or libstdc++ is older than libtorch needs",
+        "libtorch was built against a newer C library or C++ runtime than this system (or this conda "
+        "environment) has: from 2.7 libtorch is built on manylinux_2_28 (glibc 2.28).",
+        "a newer OS or libstdc++ (a newer gcc, or conda's libstdcxx-ng), or an older libtorch",
+        (
+            sign(r"(?:(?P<from>\S*?lib(?:c|m|stdc\+\+|pthread|dl|rt|gcc_s)\.so\.\d+): )?version [`'‘](?P<need>(?:GLIBC|GLIBCXX|CXXABI)_[\d.]+)['’] not found"
+                 r"(?: \(required by (?P<by>[^)]+)\))?",
+                 ("' not found", "’ not found"),
+                 "/lib64/libm.so.6: version `GLIBC_2.23' not found (required by /home/centos/libtorch_cpu.so)",
+                 "ImportError: /usr/lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.30' not found (required by "
+                 "/home/***/lib/python3.10/site-packages/torch/lib/libtorch_python.so)"),
+            sign(r"undefined reference to [`'‘][^'’`]*@(?P<need>(?:GLIBC|GLIBCXX|CXXABI)_[\d.]+)['’`]",
+                 ("@GLIBC", "@CXXABI"),
+                 "abacus-develop/libtorch/lib/libtorch_cpu.so: undefined reference to 'powf@GLIBC_2.27'",
+                 "/data/username/workspace/torch_cxx_test/libtorch/lib/libc10.so: undefined reference to "
+                 "`std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >::~basic_string()"
+                 "@GLIBCXX_3.4.21'"),
+        ),
+        explains=("abi.mismatch", "loader.library-not-found"),
+    ),
+    Rule(
+        "macos.duplicate-rpath",
+        "a binary carries the same LC_RPATH twice, which dyld rejects",
+        "Two build layers each add the same -rpath (for example cabal's extra-lib-dirs and an -optl "
+        "rpath, or LDFLAGS given twice); current dyld refuses to load such a binary.",
+        "drop one of the layers adding the rpath; fix a built binary with install_name_tool -delete_rpath",
+        (
+            sign(r"duplicate LC_RPATH '(?P<path>[^']+)'", "duplicate LC_RPATH",
+                 "  dyld: duplicate LC_RPATH '~/.cache/libtorch/2.9.1/macos-arm64/cpu/lib'",
+                 "ld: duplicate LC_RPATH '@loader_path' in '/Users/gitlab-runner-1/builds/t1_sCcQTt/0/spack/spack/opt/"
+                 "spack/[padded-to-256-chars]/darwin-aarch64/py-torch-2.6.0-kmyjnfnzeb5j3p73a5fndjqtbaltrxho/lib/"
+                 "python3.12/site-packages/torch/lib/libtorch_cpu.dylib'"),
+            sign(r"would duplicate path, file already has LC_RPATH for: (?P<path>\S+)", "would duplicate path",
+                 "error: /Applications/Xcode.app/Contents/Developer/Toolchains/XcodeDefault.xctoolchain/usr/bin/"
+                 "install_name_tool: for: /Volumes/llv24macOS/git_projects/ml/pytorch/torch/lib/tmp_install/test/"
+                 "conv_op_cache_cudnn_test (for architecture x86_64) option \"-add_rpath /usr/local/cuda/lib\" would "
+                 "duplicate path, file already has LC_RPATH for: /usr/local/cuda/lib"),
+        ),
+        explains=("loader.library-not-found",),
+    ),
+    Rule(
+        "cmake.torch-not-found",
+        "CMake cannot find libtorch (TorchConfig.cmake)",
+        "find_package(Torch) searches CMAKE_PREFIX_PATH and Torch_DIR; neither names a libtorch.",
+        "cmake -DCMAKE_PREFIX_PATH=<libtorch root> .. (or Torch_DIR=<root>/share/cmake/Torch)",
+        (
+            sign(r"Could not find a package configuration file provided by \"(?P<package>Torch|Caffe2)\"",
+                 ('provided by "Torch"', 'provided by "Caffe2"'),
+                 "  Could not find a package configuration file provided by \"Torch\" with any of"),
+            sign(r"By not providing \"Find(?P<package>Torch|Caffe2)\.cmake\"", ("FindTorch.cmake", "FindCaffe2.cmake"),
+                 "  By not providing \"FindTorch.cmake\" in CMAKE_MODULE_PATH this project has"),
+        ),
+    ),
+    Rule(
+        "cxx.std-too-old",
+        "the compiler runs in an older C++ standard than libtorch needs",
+        "libtorch's headers refuse to compile below their C++ standard (C++17; C++20 from 2.13).",
+        "-std=c++17 (libtorch ≥ 2.13: -std=c++20), or a newer gcc/clang",
+        (
+            sign(r"[Cc]\+\+(?P<std>\d\d) or later compatible compiler is required to use (?P<what>\w+)",
+                 "compatible compiler is required",
+                 "/public/home/miniconda3/envs/oneformer3d/lib/python3.8/site-packages/torch/include/torch/csrc/api/"
+                 "include/torch/all.h:4:2: error: #error C++17 or later compatible compiler is required to use PyTorch.",
+                 "libtorch/include/ATen/ATen.h:4:2: error: #error C++17 or later compatible compiler is required to use ATen."),
+            sign(r"You need C\+\+(?P<std>\d\d) to compile PyTorch", "to compile PyTorch",
+                 basis="libtorch's c10/macros/Macros.h on MSVC: 'error C1189: #error: You need C++17 to compile PyTorch'"),
+        ),
+    ),
+    Rule(
+        "headers.missing",
+        "libtorch headers not found",
+        "libtorch is not installed, or the include path lacks one of its two include dirs: "
+        "<root>/include and <root>/include/torch/csrc/api/include.",
+        "add both include dirs (CPLUS_INCLUDE_PATH, -I, cabal --extra-include-dirs), or fetch libtorch",
+        (
+            sign(HEADER + r"['\"]?\s*:\s*" + _NO_SUCH, NO_SUCH_FILE,
+                 "torch.cpp:3:10: fatal error: torch/torch.h: No such file or directory",
+                 " \tfatal error: torch/types.h: No such file or directory",
+                 "fatal error: torch/extension.h: 没有那个文件或目录"),
+            sign(r"'" + HEADER + r"' file not found", "file not found",
+                 "torch.cpp:3:10: fatal error: 'torch/torch.h' file not found"),
+            sign(r"Cannot open include file: '" + HEADER + "'", "Cannot open include file",
+                 basis="MSVC C1083: \"fatal error C1083: Cannot open include file: 'torch/torch.h': No such file or directory\""),
+            sign(r"cannot open source file \"" + HEADER + '"', "cannot open source file",
+                 basis='nvcc / EDG front ends: \'catastrophic error: cannot open source file "torch/extension.h"\''),
+            sign(r"Missing \(or bad\) header files?: .*?" + HEADER, "Missing (or bad) header",
+                 basis="Cabal's configure check: '* Missing (or bad) header file: torch/torch.h'"),
+        ),
+    ),
+    Rule(
+        "link.library-missing",
+        "the linker cannot find libtorch's libraries",
+        "The library directory of libtorch was not given to the linker.",
+        "LIBRARY_PATH / -L<root>/lib / cabal --extra-lib-dirs",
+        (
+            sign(r"cannot find -l" + TORCH_LIB, "cannot find -l",
+                 "/home/anaconda3/compiler_compat/ld: cannot find -lc10",
+                 "/home/share/lihaoyu/anaconda3/envs/sas/compiler_compat/ld: cannot find -ltorch_cpu: not found"),
+            sign(r"unable to find library -l" + TORCH_LIB, "unable to find library -l",
+                 basis="LLVM lld: 'ld.lld: error: unable to find library -ltorch'"),
+            sign(r"library not found for -l" + TORCH_LIB, "library not found for -l",
+                 basis="Apple ld64: 'ld: library not found for -ltorch' (the same format as pytorch-dist#55's -lTH)"),
+            sign(r"library '" + TORCH_LIB + r"' not found", "library '",
+                 basis="Apple ld-prime (Xcode 15+): \"ld: library 'torch' not found\""),
+            sign(r"library not found: " + TORCH_LIB, "library not found: ",
+                 basis="mold: 'mold: fatal: library not found: torch'"),
+            sign(r"LNK1104: cannot open file '(?:[^']*[\\/])?" + TORCH_LIB + r"\.lib'", "LNK1104",
+                 basis="MSVC link.exe: \"LINK : fatal error LNK1104: cannot open file 'torch.lib'\""),
+            sign(r"Missing \(or bad\) C librar(?:y|ies): (?P<libs>.*\b(?:torch|c10)\b.*)", "Missing (or bad) C librar",
+                 "* Missing (or bad) C libraries: c10, torch"),
+        ),
+        explains=("abi.mismatch", "version.mismatch"),
+    ),
+    Rule(
+        "abi.mismatch",
+        "C++ ABI mismatch between the program and libtorch",
+        "The program was compiled with a different _GLIBCXX_USE_CXX11_ABI than libtorch, so every "
+        "function taking a std::string has another name on each side.",
+        "compile with -D_GLIBCXX_USE_CXX11_ABI=<libtorch's value>, or fetch the other ABI build (≤ 2.6 only)",
+        (
+            sign(r"undefined (?:reference to|symbol:) [`'‘\"]?(?P<symbol>(?:c10|at|torch|caffe2|c10d)::[^`'’\"@]*?"
+                 r"(?:std::__cxx11::|std::string\b|\[abi:cxx11\]|std::basic_string<)[^`'’\"@]*)(?:[`'’\"]|\s*$)",
+                 ("undefined reference to", "undefined symbol: "),
+                 "error: undefined reference to `c10::Error::Error(std::__cxx11::basic_string<char, std::char_traits<char>, "
+                 "std::allocator<char> > const&, std::__cxx11::basic_string<char, std::char_traits<char>, "
+                 "std::allocator<char> > const&, void const*)'",
+                 "torch_infer.cpp:(.text+0x7aa): undefined reference to `c10::Error::Error(c10::SourceLocation, std::string const&)'"),
+            sign(r"(?:undefined symbol|symbol not found)\W+(?P<symbol>_?_ZNK?" + _MANGLED_NS + r"(?=\w*" + _MANGLED_STRING + r")\w+)",
+                 ("undefined symbol", "symbol not found"),
+                 "OSError: /models/FasterTransformer/build/lib/libth_transformer.so: undefined symbol: "
+                 "_ZN5torch3jit17parseSchemaOrNameERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE",
+                 "ImportError: /opt/pyenv/lib/python3.12/site-packages/nvfuser/_C.cpython-312-x86_64-linux-gnu.so: "
+                 "undefined symbol: _ZN4c10d8TCPStoreC1ESsRKNS_15TCPStoreOptionsE"),
+            # The flag on the command line: context for the finding, never a finding by itself.
+            # Greedy .* takes the last -D on the line: the one the compiler obeys.
+            sign(r".*-D_GLIBCXX_USE_CXX11_ABI=(?P<flag>[01])\b", "_GLIBCXX_USE_CXX11_ABI=",
+                 "-D_GLIBCXX_USE_CXX11_ABI=1", trigger=False),
+        ),
+    ),
+    Rule(
+        "version.mismatch",
+        "built for another libtorch version",
+        "The binding or extension was built for a different libtorch version than the one it found.",
+        "use the libtorch version it expects, or rebuild it against this one",
+        (
+            sign(r"this tch version expects PyTorch (?P<expected>\d+\.\d+(?:\.\d+)?), got (?P<got>\d+\.\d+(?:\.\d+)?[\w+.]*?)(?=[,\s]|$)",
+                 "this tch version expects",
+                 "  Error: this tch version expects PyTorch 2.5.0, got 2.5.1, this check can be bypassed by setting the "
+                 "LIBTORCH_BYPASS_VERSION_CHECK environment variable"),
+            sign(r"undefined symbol:\s+(?P<symbol>_?_ZNK?" + _MANGLED_NS + r"(?:(?!" + _MANGLED_STRING + r")\w)+)(?!\w)",
+                 "undefined symbol:",
+                 "  undefined symbol: _ZN3c104impl3cow23materialize_cow_storageERNS_11StorageImplE",
+                 "ImportError: /usr/local/lib/python3.6/dist-packages/torchvision/_C.cpython-36m-x86_64-linux-gnu.so: "
+                 "undefined symbol: _ZN2at7getTypeERKNS_6TensorE"),
+            sign(r"operator (?P<op>torchvision::\w+) does not exist", "does not exist",
+                 "RuntimeError: operator torchvision::nms does not exist"),
+            sign(r"No such operator (?P<op>torchvision::\w+)", "No such operator",
+                 basis="torchvision < 0.6 on a mismatched torch: 'RuntimeError: No such operator torchvision::nms'"),
+            # THC/TH were removed from PyTorch in 1.11: the code needs an older libtorch.
+            sign(r"(?P<header>THC?/TH\w*\.h)['\"]?\s*(?::\s*" + _NO_SUCH + r"|file not found)", ("THC/", "TH/"),
+                 "fatal error: THC/THC.h: No such file or directory",
+                 "_temporal_convolution_tbc.cpp:434:10: fatal error: 'THC/THC.h' file not found"),
+        ),
+    ),
+    Rule(
+        "loader.library-not-found",
+        "the loader cannot find a library at run time",
+        "The program was built, but at run time the dynamic loader finds neither libtorch nor the "
+        "library named (no LD_LIBRARY_PATH / DYLD_LIBRARY_PATH / PATH entry, no RPATH).",
+        "LD_LIBRARY_PATH / DYLD_LIBRARY_PATH / PATH, or link with an rpath",
+        (
+            sign(LOADED_LIB + r": cannot open shared object file", "cannot open shared object file",
+                 "hasktorch/.stack-work/install/x86_64-linux/e57d0afa7abbf44e537c5d4ed24d3e564303be076ac7c663c9dbbeb1b641e1c6/"
+                 "8.6.5/bin/regression: error while loading shared libraries: libc10.so: cannot open shared object file: "
+                 "No such file or directory",
+                 "OSError: libtorch_cpu.so: cannot open shared object file: No such file or directory"),
+            sign(r"Library not loaded: (?:@rpath/|@loader_path/|@executable_path/|\S*/)?" + LOADED_LIB, "Library not loaded",
+                 "dyld: Library not loaded: @rpath/libmklml.dylib",
+                 "dlopen(/Users/user/opt/anaconda3/lib/python3.8/site-packages/torch/_C.cpython-38-darwin.so, 0x0002): "
+                 "Library not loaded: @rpath/libtorch_cpu.dylib"),
+            sign(r"(?:Could not find module '|Error loading \")(?:[^'\"]*[\\/])?" + WINDOWS_DLL,
+                 ("Could not find module", 'Error loading "'),
+                 "FileNotFoundError: Could not find module '...\\c10.dll' (or one of its dependencies)"),
+            sign(WINDOWS_DLL + r" was not found", "was not found",
+                 basis="Windows loader dialog: 'The code execution cannot proceed because c10.dll was not found.'"),
+        ),
+    ),
+    Rule(
+        "link.as-needed",
+        "libtorch_cuda was dropped at link time (--as-needed)",
+        "The linker's --as-needed removed libtorch_cuda because the program uses none of its symbols "
+        "directly; CUDA then fails to initialise at run time.",
+        "link with -Wl,--no-as-needed -ltorch_cuda -Wl,--as-needed (CMake: link the Torch target)",
+        (
+            sign(r"[Cc]annot initialize CUDA without ATen_cuda library", "ATen_cuda library",
+                 "  what():  cannot initialize CUDA without ATen_cuda library (initCUDA at /home/pharrell/downloads/ATen/"
+                 "aten/src/ATen/detail/CUDAHooksInterface.h:42)"),
+        ),
+        explains=("cuda.not-compiled",),
+    ),
+    Rule(
+        "cuda.no-device",
+        "no usable NVIDIA GPU: the driver is not loaded or the GPU is hidden",
+        "No driver is loaded, the GPU was not passed into the container, or CUDA_VISIBLE_DEVICES hides it.",
+        "install/load the driver (nvidia-smi must work); docker run --gpus all; check CUDA_VISIBLE_DEVICES",
+        (
+            sign(r"no CUDA-capable device is detected", "CUDA-capable device",
+                 "RuntimeError: cuda runtime error (38) : no CUDA-capable device is detected at "
+                 "/pytorch/aten/src/THC/THCGeneral.cpp:74"),
+            sign(r"No CUDA GPUs are available", "No CUDA GPUs are available", "RuntimeError: No CUDA GPUs are available"),
+            sign(r"NVIDIA-SMI has failed because it couldn.t communicate with the NVIDIA driver",
+                 "communicate with the NVIDIA driver",
+                 "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
+                 "NVIDIA driver is installed and running."),
+            sign(r"Found no NVIDIA driver on your system", "Found no NVIDIA driver",
+                 "Found no NVIDIA driver on your system. Please check that you",
+                 "CudaWarning: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and "
+                 "installed a driver from http://www.nvidia.com/Download/index.aspx"),
+            sign(r"could not select device driver \"[^\"]*\" with capabilities: \[\[gpu\]\]", "with capabilities: [[gpu]]",
+                 basis="docker without the NVIDIA Container Toolkit: 'could not select device driver \"\" with capabilities: [[gpu]]'"),
+        ),
+    ),
+    Rule(
+        "cuda.driver-too-old",
+        "the NVIDIA driver is older than this build's CUDA needs",
+        "The driver is below the floor of the CUDA line libtorch was built with.",
+        "upgrade the driver, or fetch a cuXYZ variant the driver supports",
+        (
+            sign(r"NVIDIA driver on your system is too old \(found version (?P<found>\d+)\)", "driver on your system is too old",
+                 "RuntimeError: The NVIDIA driver on your system is too old (found version 11040). Please update your GPU "
+                 "driver by downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx "
+                 "Alternatively, go to: https://pytorch.org to install a PyTorch version that has been compiled with your "
+                 "version of the CUDA driver.",
+                 "The NVIDIA driver on your system is too old (found version 9000)."),
+            sign(r"CUDA driver version is insufficient for CUDA runtime version|cudaErrorInsufficientDriver",
+                 ("driver version is insufficient", "cudaErrorInsufficientDriver"),
+                 "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime version"),
+        ),
+    ),
+    Rule(
+        "cuda.not-compiled",
+        "a CPU-only libtorch was asked for CUDA",
+        "The libtorch (or torch) in use is a CPU build, so there is no CUDA backend to run on.",
+        "fetch a cuXYZ variant",
+        (
+            sign(r"Torch not compiled with CUDA enabled", "not compiled with CUDA enabled",
+                 "AssertionError: Torch not compiled with CUDA enabled"),
+            sign(r"Could not run '(?P<op>[\w:.]+)' with arguments from the '(?P<backend>\w*CUDA)' backend",
+                 "with arguments from the '",
+                 "    Internal torch error: Could not run 'aten::empty.memory_format' with arguments from the 'CUDA' backend. "
+                 "This could be because the operator doesn't exist for this backend, or was omitted during the "
+                 "selective/custom build process (if using custom build). If you are a Facebook employee using PyTorch on "
+                 "mobile, please visit https://fburl.com/ptmfixes for possible resolutions. 'aten::empty.memory_format' is "
+                 "only available for these backends: [CPU, Meta, MkldnnCPU, SparseCPU, BackendSelect, Named, "
+                 "ADInplaceOrView, AutogradOther, AutogradCPU, AutogradCUDA, AutogradXLA, UNKNOWN_TENSOR_TYPE_ID, "
+                 "AutogradMLC, AutogradHPU, AutogradNestedTensor, AutogradPrivateUse1, AutogradPrivateUse2, "
+                 "AutogradPrivateUse3, Tracer, Autocast, Batched, VmapMode]."),
+            sign(r"cannot move tensor from \"(?P<source>[\w:]+)\" to \"(?P<target>CUDA[\w:]*)\"", "cannot move tensor from",
+                 "static-mnist-cnn: cannot move tensor from \"CPU:0\" to \"CUDA:0\""),
+            sign(r"PyTorch is not linked with support for cuda devices", "is not linked with support for",
+                 basis="torch ≥ 2.1 CPU build: 'RuntimeError: PyTorch is not linked with support for cuda devices'"),
+        ),
+    ),
+    Rule(
+        "cuda.arch-unsupported",
+        "this GPU's compute capability is not in the build",
+        "The libtorch/torch build carries no kernels for this GPU's compute capability.",
+        "fetch a variant built for it (cu128+ for 10.0/12.0; cu126 for 5.x–6.x)",
+        (
+            sign(r"(?:^|:\s)(?P<gpu>[^:]*?) with CUDA capability (?P<sm>sm_\d+) is not compatible with the current PyTorch installation",
+                 "is not compatible with the current PyTorch installation",
+                 "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.",
+                 "NVIDIA RTX A6000 with CUDA capability sm_86 is not compatible with the current PyTorch installation."),
+            sign(r"supports CUDA capabilities (?P<supported>(?:(?:sm|compute)_\d+\s*)+)", "supports CUDA capabilities",
+                 "The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90.",
+                 trigger=False),
+            sign(r"no kernel image is available for execution on the device", "no kernel image is available",
+                 "RuntimeError: CUDA error: no kernel image is available for execution on the device"),
+            sign(r"Found GPU(?P<index>\d+) (?P<gpu>.+?) which is of cuda capability (?P<capability>\d+\.\d+)",
+                 "which is of cuda capability", "    Found GPU0 GeForce 820M which is of cuda capability 2.1."),
+            sign(r"PyTorch no longer supports this GPU because it is too old", "no longer supports this GPU",
+                 "    PyTorch no longer supports this GPU because it is too old."),
+        ),
+    ),
+    Rule(
+        "memory.oom",
+        "out of memory",
+        "The work does not fit in the device's (or the machine's) memory.",
+        "a smaller batch; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation",
+        (
+            sign(r"(?P<device>CUDA|HIP|MPS backend|XPU) out of memory(?:\. Tried to allocate (?P<amount>[\d.]+ [KMGT]?i?B))?",
+                 "out of memory",
+                 "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.70 GiB. GPU 0 has a total capacty of "
+                 "6.00 GiB of which 0 bytes is free. Of the allocated memory 2.93 GiB is allocated by PyTorch, and 2.30 GiB "
+                 "is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
+                 "max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and "
+                 "PYTORCH_CUDA_ALLOC_CONF"),
+            sign(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate (?P<bytes>\d+)",
+                 "DefaultCPUAllocator",
+                 "RuntimeError: [enforce fail at alloc_cpu.cpp:73] . DefaultCPUAllocator: can't allocate memory: you tried "
+                 "to allocate 116813856768 bytes. Error code 12 (Cannot allocate memory)"),
+            sign(r"total capac(?:i)?ty of (?P<total>[\d.]+ [KMGT]i?B) of which (?P<free>[\d.]+ (?:[KMGT]i?B|bytes)) is free",
+                 "is free",
+                 "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 496.00 MiB. GPU 0 has a total capacty "
+                 "of 14.75 GiB of which 235.06 MiB is free. Process 20398 has 14.52 GiB memory in use. Of the allocated "
+                 "memory 14.06 GiB is allocated by PyTorch, and 330.42 MiB is reserved by PyTorch but unallocated. If "
+                 "reserved but unallocated memory is large try setting max_split_size_mb to avoid fragmentation.  See "
+                 "documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF",
+                 trigger=False),
+            sign(r"(?P<total>[\d.]+ [KMGT]iB) total capacity; .*?(?P<free>[\d.]+ [KMGT]?i?B) free", "total capacity",
+                 "RuntimeError:CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 5.80 GiB total capacity; 4.36 GiB "
+                 "already allocated; 6.69 MiB free; 4.63 GiB reserved in total by PyTorch)",
+                 trigger=False),
+        ),
+    ),
+)
+
+RULES: dict[str, Rule] = {rule.id: rule for rule in TABLE}
+ORDER: dict[str, int] = {rule.id: i for i, rule in enumerate(TABLE)}

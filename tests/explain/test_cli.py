@@ -1,0 +1,132 @@
+"""`doctor explain` as a user runs it: files, stdin, --from-command, --json, exit codes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import doctor_subprocess
+
+from doctor.cli import main
+
+LOGS = Path(__file__).resolve().parents[2] / "tests/fixtures/logs"
+ABI_LOG = LOGS / "abi.mismatch--local-gxx-abi0.log"
+CLEAN_LOG = LOGS / "none--typeerror-deep3d-3.log"
+
+
+@dataclass
+class Ran:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+def invoke(*args: str, input: str | None = None) -> Ran:
+    """doctor.cli.main in click's isolation: the real exit-code mapping, output captured."""
+    with CliRunner().isolation(input=input) as (out, err, _):
+        code = main(["explain", *args])
+    return Ran(code, out.getvalue().decode(), err.getvalue().decode())
+
+
+def test_a_log_with_a_problem_exits_1_and_names_id_lines_cause_and_fix():
+    result = invoke(str(ABI_LOG))
+    assert result.exit_code == 1
+    out = result.stdout
+    assert "[abi.mismatch]" in out
+    assert "line 3: p.cpp:(.text+0x3e): undefined reference to `c10::Device::Device(std::string const&)'" in out
+    assert "fix: compile with -D_GLIBCXX_USE_CXX11_ABI=1" in out
+    assert "Your command line has -D_GLIBCXX_USE_CXX11_ABI=0." in out
+
+
+def test_a_log_without_a_setup_problem_says_so_and_exits_0():
+    result = invoke(str(CLEAN_LOG))
+    assert result.exit_code == 0
+    assert "no known setup problem found" in result.stdout
+
+
+def test_stdin_with_dash_and_json():
+    result = invoke("-", "--json", input=(LOGS / "cuda.no-device--pytorch-67991.log").read_text())
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["command"] == "explain" and report["exit_code"] == 1
+    assert [f["id"] for f in report["findings"]] == ["cuda.no-device"]
+    assert report["facts"]["log"] == "stdin"
+    assert any(e["source"].startswith("stdin:") for e in report["findings"][0]["evidence"])
+
+
+def test_no_argument_reads_piped_stdin():
+    result = invoke(input="./a: error while loading shared libraries: libc10.so: cannot open shared object file: x\n")
+    assert result.exit_code == 1 and "[loader.library-not-found]" in result.stdout
+
+
+def test_no_facts_gives_generic_fixes_without_this_machines_paths():
+    result = invoke(str(ABI_LOG), "--no-facts", "--json")
+    report = json.loads(result.stdout)
+    assert report["facts"]["libtorch"] is None
+    assert "active libtorch" not in json.dumps(report["findings"])
+
+
+def test_usage_and_input_errors():
+    two = invoke("a.log", "b.log")
+    assert two.exit_code == 2 and "explain reads one log" in two.stderr
+    missing = invoke("/nonexistent/build.log")
+    assert missing.exit_code == 1 and "/nonexistent/build.log: no such file" in missing.stderr
+    no_cmd = invoke("--from-command")
+    assert no_cmd.exit_code == 2 and "--from-command needs a command" in no_cmd.stderr
+
+
+def test_exit_codes_as_a_user_sees_them(tmp_path):
+    assert doctor_subprocess("explain", str(ABI_LOG)).returncode == 1
+    assert doctor_subprocess("explain", str(CLEAN_LOG)).returncode == 0
+    missing = doctor_subprocess("explain", str(tmp_path / "nope.log"))
+    assert missing.returncode == 1 and "no such file" in missing.stderr
+    directory = doctor_subprocess("explain", str(tmp_path))
+    assert directory.returncode == 1 and "is a directory" in directory.stderr
+
+
+def python(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_from_command_success_passes_output_and_exit_code_through():
+    result = invoke("--from-command", "--", *python("print('built fine')"))
+    assert result.exit_code == 0
+    assert result.stdout == "built fine\n"
+
+
+def test_from_command_failure_is_explained_and_its_output_kept():
+    text = (LOGS / "link.library-missing--local-gxx-no-libdir.log").read_text()
+    code = f"import sys; sys.stderr.write({text!r}); sys.exit(1)"
+    result = invoke("--from-command", "--json", "--", *python(code))
+    assert result.exit_code == 1
+    assert "cannot find -lc10" in result.stderr  # the command's own output, on stderr
+    report = json.loads(result.stdout)
+    assert [f["id"] for f in report["findings"]] == ["link.library-missing"]
+    assert report["command"] == "explain" and report["facts"]["command"]["returncode"] == 1
+
+
+def test_from_command_unknown_failure_keeps_the_commands_exit_code():
+    result = invoke("--from-command", "--", *python("import sys; print('segfault-ish'); sys.exit(3)"))
+    assert result.exit_code == 3
+    assert "the command failed (exit 3); no known setup problem found" in result.stdout
+
+
+def test_from_command_timeout_exits_124():
+    result = invoke("--from-command", "--timeout", "1", "--", *python("import time; time.sleep(30)"))
+    assert result.exit_code == 124
+    assert "timed out" in result.stdout
+
+
+def test_from_command_missing_program():
+    result = doctor_subprocess("explain", "--from-command", "--", "no-such-program-xyz")
+    assert result.returncode == 1 and "not found" in result.stderr
+
+
+@pytest.mark.parametrize("flag", ["--format=text", "-v"])
+def test_report_options_work(flag):
+    result = invoke(str(ABI_LOG), flag)
+    assert result.exit_code == 1 and "[abi.mismatch]" in result.stdout

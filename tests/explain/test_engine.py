@@ -1,0 +1,111 @@
+"""The one pass: line numbers, root-cause order, folding, normalisation, and no crash on any input."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from doctor.explain.engine import _BY_NEEDLE, explain_text, group, normalise, scan
+
+LOGS = Path(__file__).resolve().parents[2] / "tests/fixtures/logs"
+HEADER = "main.cpp:1:10: fatal error: torch/torch.h: No such file or directory"
+ABI = "main.cpp:(.text+0x3e): undefined reference to `c10::Device::Device(std::string const&)'"
+LOADER = "./app: error while loading shared libraries: libc10.so: cannot open shared object file: No such file or directory"
+
+
+def test_line_numbers_are_one_based_and_exact():
+    text = "a\nb\n" + HEADER + "\nc\n\n" + LOADER  # no trailing newline on the last line
+    found = explain_text(text, source="b.log")
+    assert [(f.id, f.evidence[0].source) for f in found] == [
+        ("headers.missing", "b.log:3"), ("loader.library-not-found", "b.log:6")]
+    assert found[0].detail.startswith("line 3: ")
+
+
+def test_root_cause_first_whatever_the_log_order():
+    text = "\n".join([LOADER, ABI, HEADER])
+    assert [f.id for f in explain_text(text)] == ["headers.missing", "abi.mismatch", "loader.library-not-found"]
+
+
+def test_consequences_are_folded_into_their_cause():
+    text = ("dyld[7283]: Library not loaded: @rpath/libc10.dylib\n"
+            "  Reason: tried: '/x/lib/libc10.dylib' (duplicate LC_RPATH '/x/lib')\n")
+    found = explain_text(text)
+    assert [f.id for f in found] == ["macos.duplicate-rpath"]
+    assert "explains line 1 too (loader.library-not-found)" in found[0].detail
+    assert {e.source for e in found[0].evidence if e.kind == "log"} == {"log:1", "log:2"}
+
+
+def test_many_lines_are_counted_not_all_shown():
+    text = "\n".join(f"/usr/bin/ld: cannot find -ltorch_{i}" for i in range(40))
+    (finding,) = explain_text(text)
+    assert "... and 35 more lines like these" in finding.detail
+    assert finding.detail.count("\nline ") == 4
+
+
+def test_crlf_and_colour_codes_are_normalised():
+    text = "noise\r\n\x1b[01;31m\x1b[Kfatal error: \x1b[m\x1b[Ktorch/types.h: No such file or directory\r\n"
+    (finding,) = explain_text(text)
+    assert finding.evidence[0].source == "log:2"
+    assert "\x1b" not in finding.detail and "\r" not in finding.detail
+
+
+def test_a_context_sign_alone_is_not_a_finding():
+    assert explain_text("g++ -D_GLIBCXX_USE_CXX11_ABI=0 -c a.cpp") == []
+
+
+def test_one_line_matching_two_needles_is_one_hit():
+    line = "x: undefined symbol: _ZN3c105ErrorC1ENS_14SourceLocationESs undefined symbol: again"
+    hits = scan(line)
+    assert [(h.rule, h.lineno) for h in hits] == [("abi.mismatch", 1)]
+
+
+def test_empty_and_binary_input():
+    assert explain_text("") == []
+    assert explain_text("\x00\x01\xff" * 1000) == []
+
+
+def test_a_huge_single_line_is_cut_not_choked_on():
+    line = "x" * 5_000_000 + " cannot find -ltorch"
+    assert explain_text(line) == []  # beyond MAX_LINE: ignored, quickly
+    assert [f.id for f in explain_text("cannot find -ltorch " + "x" * 5_000_000)] == ["link.library-missing"]
+
+
+def test_ten_megabytes_in_well_under_a_second_of_cpu():
+    noise = "\n".join(f"[ {i % 100:2d}%] Building CXX object src/CMakeFiles/app.dir/layer{i}.cpp.o" for i in range(2000))
+    log = (noise + "\n") * 80 + "\n".join((LOGS / "abi.mismatch--local-gxx-abi0.log").read_text().splitlines()) + "\n"
+    assert len(log) > 10_000_000
+    start = time.process_time()
+    found = explain_text(log)
+    assert [f.id for f in found] == ["abi.mismatch"]
+    assert time.process_time() - start < 2.0  # scripts/bench-explain measures it (< 1 s); slack for a busy CI
+
+
+NEEDLES = list(_BY_NEEDLE)
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.lists(st.text(max_size=80), max_size=40))
+def test_random_text_never_crashes_and_without_needles_finds_nothing(lines):
+    text = "\n".join(lines)
+    found = explain_text(text)
+    if not any(n in normalise(text) for n in NEEDLES):
+        assert found == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from(["", "ok", "[ 50%] Building CXX object a.o", "Epoch 3/10 loss=0.1", "warning: x"]),
+                max_size=60), st.integers(min_value=0, max_value=60))
+def test_a_known_line_is_found_at_its_line_number_anywhere(noise, at):
+    at = min(at, len(noise))
+    lines = noise[:at] + [LOADER] + noise[at:]
+    (finding,) = explain_text("\n".join(lines))
+    assert finding.id == "loader.library-not-found"
+    assert finding.evidence[0].source == f"log:{at + 1}"
+
+
+def test_group_keeps_only_ids_with_a_triggering_line():
+    hits = scan(normalise("The current PyTorch install supports CUDA capabilities sm_50 sm_90.\n"))
+    assert hits and group(hits) == []

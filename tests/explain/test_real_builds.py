@@ -1,0 +1,150 @@
+"""Real compiler, real linker, real loader, against the torch 2.13 wheel's libtorch on this machine.
+
+Each case breaks one thing the way users do (the ABI flag, an include dir, -L, the loader path),
+runs the real toolchain, and feeds its real output to `doctor explain`. The c10-only probe keeps
+each compile around a second; one test builds <torch/torch.h> in full.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from doctor.buildcheck import PROGRAMS, build_check
+from doctor.explain import MachineFacts, explain_text
+from doctor.host import Host
+
+CLEAN = ("LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "CPLUS_INCLUDE_PATH", "CXX", "CXXFLAGS", "LDFLAGS",
+         "LIBTORCH", "LIBTORCH_INCLUDE", "LIBTORCH_LIB", "Torch_DIR", "CMAKE_PREFIX_PATH")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in CLEAN}
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def gxx() -> str:
+    path = shutil.which("g++")
+    if path is None:
+        pytest.fail("g++ is needed for the real build tests (apt-get install g++)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def facts(wheel_root) -> MachineFacts:
+    host = Host.from_system()
+    host.env = clean_env()
+    found = MachineFacts.detect(host)
+    assert found.install is not None and Path(found.install.root) == wheel_root, "the wheel should be the active libtorch"
+    assert found.install.abi == "cxx11"
+    return found
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory) -> Path:
+    src = tmp_path_factory.mktemp("probe") / "probe.cpp"
+    src.write_text(PROGRAMS["c10"])
+    return src
+
+
+def compile_(gxx: str, probe: Path, *flags: str) -> subprocess.CompletedProcess:
+    argv = [gxx, "-std=c++20", *flags, str(probe), "-o", str(probe.with_suffix("")), "-lc10"]
+    result = subprocess.run(argv, capture_output=True, text=True, env=clean_env(), timeout=120)
+    # As make or a CI log shows it: the command line, then what the toolchain said.
+    result.log = " ".join(argv) + "\n" + result.stdout + result.stderr
+    return result
+
+
+def test_abi_flag_0_against_the_wheel(gxx, probe, wheel_root, facts):
+    result = compile_(gxx, probe, "-D_GLIBCXX_USE_CXX11_ABI=0", f"-I{wheel_root}/include", f"-L{wheel_root}/lib")
+    assert result.returncode != 0
+    assert "undefined reference to `c10::Device::Device(std::string const&)'" in result.log  # the real linker said it
+    (finding,) = explain_text(result.log, facts)
+    assert finding.id == "abi.mismatch"
+    assert finding.fix.startswith("compile with -D_GLIBCXX_USE_CXX11_ABI=1")
+    assert "Your command line has -D_GLIBCXX_USE_CXX11_ABI=0." in finding.detail
+    assert f"at {wheel_root} uses the CXX11 std::string ABI (evidence: libc10 symbols)" in finding.detail
+
+
+def test_missing_include_dir(gxx, probe, wheel_root, facts):
+    result = compile_(gxx, probe, f"-L{wheel_root}/lib")
+    (finding,) = explain_text(result.log, facts)
+    assert finding.id == "headers.missing"
+    assert f"c10/core/Device.h is in {wheel_root}/include" in finding.detail
+    assert f"{wheel_root}/include:{wheel_root}/include/torch/csrc/api/include" in finding.fix
+
+
+def test_missing_library_dir(gxx, probe, wheel_root, facts):
+    result = compile_(gxx, probe, f"-I{wheel_root}/include")
+    (finding,) = explain_text(result.log, facts)
+    assert finding.id == "link.library-missing"
+    assert f"libc10.so is in {wheel_root}/lib" in finding.detail
+    assert f'export LIBRARY_PATH="{wheel_root}/lib' in finding.fix
+
+
+def test_running_without_the_loader_path(gxx, probe, wheel_root, facts):
+    built = compile_(gxx, probe, f"-I{wheel_root}/include", f"-L{wheel_root}/lib")
+    assert built.returncode == 0, built.log
+    exe = str(probe.with_suffix(""))
+    ran = subprocess.run([exe], capture_output=True, text=True, env=clean_env(), timeout=60)
+    assert ran.returncode != 0
+    (finding,) = explain_text(f"{exe}\n{ran.stderr}", facts)
+    assert finding.id == "loader.library-not-found"
+    assert f'export LD_LIBRARY_PATH="{wheel_root}/lib' in finding.fix
+    ok = subprocess.run([exe], capture_output=True, text=True, env=clean_env(LD_LIBRARY_PATH=f"{wheel_root}/lib"), timeout=60)
+    assert ok.returncode == 0 and "torch-doctor build probe: cpu" in ok.stdout  # and the fix works
+
+
+def host_with(**env: str) -> Host:
+    host = Host.from_system()
+    host.env = clean_env(**env)
+    return host
+
+
+def test_build_check_passes_here(facts):
+    result = build_check(host_with(), facts.install)
+    assert result.ok and not result.findings, result.details
+    assert result.summary.startswith("compiled, linked and ran a c10 program against libtorch 2.13.0+cpu")
+    assert any(d.startswith("compile: ") and "-D_GLIBCXX_USE_CXX11_ABI=1" in d for d in result.details)
+    area = result.area()
+    assert area.name == "build" and area.level.value == "ok"
+
+
+def test_build_check_with_the_old_abi_in_cxxflags_names_abi_mismatch(facts):
+    result = build_check(host_with(CXXFLAGS="-D_GLIBCXX_USE_CXX11_ABI=0"), facts.install)
+    assert not result.ok
+    assert [f.id for f in result.findings] == ["abi.mismatch"]
+    finding = result.findings[0]
+    assert finding.fix.startswith("compile with -D_GLIBCXX_USE_CXX11_ABI=1")
+    assert finding.area == "build" and finding.evidence[0].kind == "command"
+
+
+def test_build_check_explains_a_broken_include_dir_and_lib_dir(facts, tmp_path):
+    empty = str(tmp_path)
+    no_headers = replace(facts.install, include_dirs=[empty, empty])
+    assert [f.id for f in build_check(host_with(), no_headers).findings] == ["headers.missing"]
+    no_libs = replace(facts.install, lib_dir=empty)
+    assert [f.id for f in build_check(host_with(), no_libs).findings] == ["link.library-missing"]
+
+
+def test_build_check_without_a_compiler_or_a_libtorch(facts):
+    missing = build_check(host_with(CXX="/nonexistent/g++"), facts.install)
+    assert [f.id for f in missing.findings] == ["toolchain.compiler-missing"]
+    skipped = build_check(host_with(), None)
+    assert skipped.skipped and not skipped.ok and not skipped.findings
+    with pytest.raises(ValueError):
+        build_check(host_with(), facts.install, mode="turbo")
+
+
+@pytest.mark.slow
+def test_build_check_full_builds_torch_h_and_runs_a_tensor_op(facts):
+    result = build_check(host_with(), facts.install, mode="full")
+    assert result.ok, result.details
+    assert any("torch-doctor build probe: 8" in d for d in result.details)
