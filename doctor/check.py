@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from doctor import __version__
+from doctor.errors import DoctorError
 from doctor.host import Host
 from doctor.model import Area, Finding, Level, Report
 
@@ -15,7 +16,8 @@ ENV_KEYS = (
     "LIBTORCH_HOME", "LIBTORCH_VERSION", "LIBTORCH_CUDA_VERSION", "LIBTORCH_SKIP_DOWNLOAD",
     "Torch_DIR", "CMAKE_PREFIX_PATH", "CPATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH",
     "LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH", "CXX", "CXXFLAGS", "CPPFLAGS", "CONDA_PREFIX",
-    "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "DOCTOR_GPU_BACKEND", "DOCTOR_CUDA_DRIVER_VERSION",
+    "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "HIP_VISIBLE_DEVICES", "CUDA_HOME", "DOCTOR_GPU_BACKEND",
+    "DOCTOR_CUDA_DRIVER_VERSION", "DOCTOR_PROBE_TIMEOUT",
 )
 
 
@@ -58,6 +60,8 @@ def _guarded(future, name: str, crashed: dict[str, str]):
     """An optional probe that raises loses its area, not the whole report (see probe.failed)."""
     try:
         return future.result()
+    except DoctorError:  # bad user input (an override variable): the one-line error, not a "bug"
+        raise
     except Exception as exc:  # a bug in that probe: report it and carry on
         crashed[name] = f"{type(exc).__name__}: {exc}"
         return None

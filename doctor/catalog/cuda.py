@@ -243,3 +243,43 @@ def gfx_list(variant: str) -> GfxList | None:
         if variant in row.variants or (base and base.group() in row.variants):
             return row
     return None
+
+
+@dataclass(frozen=True)
+class DriverVerdict:
+    status: str  # "ok" | "ptx-jit" | "too-old" | "unknown"
+    cuda: str  # the build's CUDA version, "12.6"
+    floor: str | None  # the line's floor for this platform
+    toolkit: str | None  # the toolkit's own driver for this platform
+    why: str
+
+
+def driver_verdict(cuda: str, driver: str | None, driver_cuda: str | None, platform: str = "linux") -> DriverVerdict:
+    """Can a driver run a build of this CUDA version? By the driver version against the line's
+    floor (minor-version compatibility) and the toolkit's own driver; failing that, by the CUDA
+    version the driver reports."""
+    floor = floor_driver(cuda, platform)
+    toolkit = toolkit_driver(cuda, platform)
+    major = version_tuple(cuda)[0]
+    if driver:
+        if floor is None:
+            return DriverVerdict("unknown", cuda, None, toolkit, f"no driver floor in the catalog for CUDA {cuda}")
+        if compare_versions(driver, floor) < 0:
+            return DriverVerdict("too-old", cuda, floor, toolkit,
+                                 f"CUDA {major}.x needs driver ≥ {floor} ({platform}); this driver is {driver}")
+        if toolkit and compare_versions(driver, toolkit) < 0:
+            return DriverVerdict("ptx-jit", cuda, floor, toolkit,
+                                 f"driver {driver} meets the CUDA {major}.x floor {floor} but is older than CUDA {cuda}'s own "
+                                 f"driver {toolkit}: code JIT-compiled from PTX can fail")
+        return DriverVerdict("ok", cuda, floor, toolkit, f"driver {driver} ≥ {toolkit or floor} (CUDA {cuda})")
+    if driver_cuda:
+        have = version_tuple(driver_cuda)
+        if have[:1] < (major,):
+            return DriverVerdict("too-old", cuda, floor, toolkit,
+                                 f"the driver supports CUDA {driver_cuda}; CUDA {major}.x needs a {major}.x driver (≥ {floor or '?'})")
+        if have[:2] < version_tuple(cuda)[:2]:
+            return DriverVerdict("ptx-jit", cuda, floor, toolkit,
+                                 f"the driver supports CUDA {driver_cuda}, older than {cuda}: runs by minor-version "
+                                 "compatibility, but code JIT-compiled from PTX can fail")
+        return DriverVerdict("ok", cuda, floor, toolkit, f"the driver supports CUDA {driver_cuda} ≥ {cuda}")
+    return DriverVerdict("unknown", cuda, floor, toolkit, "the driver version is unknown")

@@ -37,11 +37,18 @@ class PciDevice:
 class ProbeProblem:
     """A probe that could not finish: reported as a `probe.failed` warning, never a crash."""
 
-    probe: str  # "nvidia-smi", "libcuda", "rocminfo", ...
+    probe: str  # "nvidia-smi", "the libcuda child process", "rocm_agent_enumerator", ...
     what: str  # what could not be determined
-    error: str  # "timed out after 5 s", the command's message
+    error: str  # what went wrong, without the probe's name: "timed out after 5 s", "exit 2: …"
     seconds: float = 0.0
     evidence: list[Evidence] = field(default_factory=list)
+
+
+def why_failed(result) -> str:
+    """A RunResult's failure without the program's own path: "timed out after 5 s", "exit 2: …"."""
+    error = result.error or (f"exit {result.returncode}" if result.returncode else "")
+    prog = result.argv[0] if result.argv else ""
+    return error[len(prog):].lstrip(": ").strip() if prog and error.startswith(prog) else error
 
 
 def probe_timeout(host: Host) -> float:

@@ -59,31 +59,41 @@ def detect_loader(host: Host, lib_dir: str | None, ld_cache: dict[str, list[str]
         facts.evidence.append(Evidence("env", variable, host.env[variable]))
     if lib_dir is None or host.system != "Linux":
         return facts
-    defaults = list(DEFAULT_DIRS)
-    if host.machine in MULTIARCH:
-        defaults = [f"/lib/{MULTIARCH[host.machine]}", f"/usr/lib/{MULTIARCH[host.machine]}", *defaults]
+    defaults = default_dirs(host)
     for name in MAIN_LIBRARIES:
         path = PurePath(lib_dir) / name
         if not host.exists(path):
             continue
         view = LibraryView(name, _resolve(host, name, [], [], search, ld_cache, defaults))
         try:
-            elf = read_elf(str(path), str(host.real(path)))
+            view.needed, elf = resolve_needed(host, path, ld_cache)
         except Exception as exc:
             facts.evidence.append(Evidence("elf", str(path), f"unreadable: {exc}"))
             facts.libraries.append(view)
             continue
-        origin = str(PurePath(lib_dir))
-        runpath = [p.replace("$ORIGIN", origin).replace("${ORIGIN}", origin) for p in elf.runpath]
-        rpath = [p.replace("$ORIGIN", origin).replace("${ORIGIN}", origin) for p in elf.rpath]
-        for needed in elf.needed:
-            res = _resolve(host, needed, rpath if not runpath else [], runpath, search, ld_cache, defaults)
-            view.needed.append(res)
-            if res.path is None:
-                facts.unresolved.append(f"{name} → {needed}")
+        facts.unresolved.extend(f"{name} → {res.name}" for res in view.needed if res.path is None)
         facts.evidence.append(Evidence("elf", str(path), f"NEEDED {', '.join(elf.needed)}; RUNPATH {':'.join(elf.runpath) or '-'}"))
         facts.libraries.append(view)
     return facts
+
+
+def default_dirs(host: Host) -> list[str]:
+    if host.machine in MULTIARCH:
+        return [f"/lib/{MULTIARCH[host.machine]}", f"/usr/lib/{MULTIARCH[host.machine]}", *DEFAULT_DIRS]
+    return list(DEFAULT_DIRS)
+
+
+def resolve_needed(host: Host, path: PurePath, ld_cache: dict[str, list[str]], prefixes: tuple[str, ...] = ("",)):
+    """Where the loader finds each NEEDED entry (starting with one of `prefixes`) of the library
+    at `path`, in glibc's order. Returns (resolutions, ElfInfo); raises when the file is unreadable."""
+    elf = read_elf(str(path), str(host.real(path)))
+    origin = str(path.parent)
+    runpath = [p.replace("${ORIGIN}", origin).replace("$ORIGIN", origin) for p in elf.runpath]
+    rpath = [p.replace("${ORIGIN}", origin).replace("$ORIGIN", origin) for p in elf.rpath]
+    search = [p for p in host.env.get(loader_variable(host.system), "").split(":") if p]
+    defaults = default_dirs(host)
+    wanted = [n for n in elf.needed if n.startswith(prefixes)]
+    return [_resolve(host, n, rpath if not runpath else [], runpath, search, ld_cache, defaults) for n in wanted], elf
 
 
 def _resolve(host, name, rpath, runpath, search, ld_cache, defaults) -> Resolution:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, fetch_into, runner_env, shim_bin
+from ci_support import REPO, fetch_into, runner_env, shim_bin
 from gha_runner import Job, run_composite
 
 from doctor.cli import COMMANDS

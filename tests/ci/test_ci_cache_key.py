@@ -7,7 +7,7 @@ import re
 
 import pytest
 from click.testing import CliRunner
-from conftest import doctor_env, run_doctor
+from ci_support import doctor_env, run_doctor
 
 from doctor.commands.cache_key import KeyParts, command, resolve
 from doctor.host import Host

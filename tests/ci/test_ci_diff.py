@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import doctor_env, run_doctor
+from ci_support import doctor_env, run_doctor
 
 from doctor.commands.diff import Input, command, compare
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import ERROR, WARNING, doctor_env, run_doctor, sample_report
+from ci_support import ERROR, WARNING, doctor_env, run_doctor, sample_report
 
 from doctor.errors import UsageError
 from doctor.host import Host

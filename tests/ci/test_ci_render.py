@@ -7,7 +7,7 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
-from conftest import ERROR, INFO, WARNING, sample_report
+from ci_support import ERROR, INFO, WARNING, sample_report
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -217,7 +217,7 @@ def test_json_envelope_carries_policy_record(report):
 
 def test_check_inside_github_actions_defaults_to_github_format(tmp_path):
     """Needs `choose_format` to fall back to `github.default_format(os.environ)` (doctor/commands/_output.py)."""
-    from conftest import doctor_env, run_doctor
+    from ci_support import doctor_env, run_doctor
 
     (tmp_path / "home").mkdir()
     summary = tmp_path / "summary.md"

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-from conftest import doctor_subprocess
+from support import doctor_subprocess
 
 from doctor.cli import cli
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import make_tree
+from support import make_tree
 
 from doctor.check import build_areas, gather_facts
 from doctor.host import Host

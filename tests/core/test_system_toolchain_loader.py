@@ -6,7 +6,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from conftest import make_tree
+from support import make_tree
 
 from doctor.check import build_areas, gather_facts
 from doctor.diagnose.toolchain import toolchain_area

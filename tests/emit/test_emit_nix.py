@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import doctor_subprocess, make_tree
+from support import doctor_subprocess, make_tree
 from emit_helpers import eval_flake, fake_install, need, nix_env, nix_parse
 
 from doctor.emit import nix

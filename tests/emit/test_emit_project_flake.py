@@ -8,7 +8,7 @@ import re
 import subprocess
 import tomllib
 
-from conftest import REPO
+from support import REPO
 from emit_helpers import need, nix_env
 from packaging.requirements import Requirement
 

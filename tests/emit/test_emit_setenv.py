@@ -7,7 +7,7 @@ import re
 import subprocess
 
 import pytest
-from conftest import doctor_subprocess, make_tree
+from support import doctor_subprocess, make_tree
 from emit_helpers import AWKWARD, clean_env, fake_install, need, sourced_env
 
 from doctor.emit.setenv import default_shell, render

@@ -9,7 +9,7 @@ import tomllib
 
 import pytest
 from click.testing import CliRunner
-from conftest import doctor_subprocess, make_tree
+from support import doctor_subprocess, make_tree
 from emit_helpers import AWKWARD, clean_env, fake_install, need
 
 from doctor.commands.emit import command

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import doctor_subprocess
+from support import doctor_subprocess
 
 from doctor.cli import main
 
