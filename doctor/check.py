@@ -37,7 +37,7 @@ def gather_facts(host: Host) -> dict:
     with ThreadPoolExecutor(max_workers=4) as pool:
         gpu = pool.submit(_detect_gpus, host)
         toolchain = pool.submit(detect_toolchain, host)
-        system = pool.submit(detect_system, host, ld_cache, libtorch_home(host))
+        system = pool.submit(detect_system, host, ld_cache, str(libtorch_home(host)))
         python, libtorch = torch_and_libtorch()
         active = libtorch.active_install
         loader = detect_loader(host, active.lib_dir if active and active.exists else None, ld_cache)

@@ -68,8 +68,8 @@ _EXECUTABLE, _EMPTY, _CONTENTS, _TARGET = _str(b"executable"), _str(b""), _str(b
 class NarWriter:
     """Streams a NAR of a directory tree into `update` (e.g. `hashlib.sha256().update`).
 
-    Call `file`/`symlink`/`directory` with paths in NAR order (paths as tuples of name bytes, sorted); parent
-    directories that were not named explicitly are opened on the way, as a zip implies them.
+    Call `file`/`symlink`/`directory` in NAR order (paths as tuples of name bytes, sorted);
+    parent directories that were not named explicitly are opened on the way, as a zip implies them.
     """
 
     def __init__(self, update: Callable[[bytes], object]) -> None:

@@ -16,8 +16,9 @@ import os
 import stat
 import struct
 import zipfile
+import zlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from doctor.errors import DoctorError
@@ -32,7 +33,11 @@ _SYMLINK_HOSTS = {UNIX, ATARI, ATHEOS, BEOS, VMS}
 _EF_ASIUNIX, _EF_PKVMS = 0x756E, 0x000C
 
 
-class UnsafeArchive(DoctorError):
+class BadArchive(DoctorError):
+    """Not a usable zip: truncated, damaged, or unsafe. Its bytes are never resumed from."""
+
+
+class UnsafeArchive(BadArchive):
     """An entry would land outside the tree (or is otherwise not something to unpack)."""
 
     def __init__(self, name: str, why: str) -> None:
@@ -71,7 +76,6 @@ class Extracted:
     files: int
     size: int  # bytes of file contents written
     stripped: str | None
-    names: set[str] = field(default_factory=set)  # top-level names in the tree
 
 
 def current_umask() -> int:
@@ -127,6 +131,24 @@ def _mode_from_extra(extra: bytes) -> tuple[bool, int]:
     return False, 0
 
 
+def raw_name(info: zipfile.ZipInfo) -> bytes:
+    """The entry's name as bytes, as unzip names the file: UTF-8 when the archive says so
+    (flag bit 11, or Info-ZIP's Unicode Path extra field 0x7075 whose CRC matches the stored
+    name); otherwise the stored bytes unchanged (Python decoded them as cp437)."""
+    if info.flag_bits & 0x800:
+        return info.filename.encode("utf-8")
+    stored = info.filename.encode("cp437")
+    pos, extra = 0, info.extra or b""
+    while pos + 4 <= len(extra):
+        ident, size = struct.unpack_from("<HH", extra, pos)
+        body = extra[pos + 4:pos + 4 + size]
+        if ident == 0x7075 and size >= 5 and body[0] == 1:
+            if struct.unpack_from("<I", body, 1)[0] == zlib.crc32(stored):
+                return body[5:]
+        pos += 4 + size
+    return stored
+
+
 def _kind(is_dir: bool, link: bool) -> str:
     return "dir" if is_dir else ("symlink" if link else "file")
 
@@ -157,7 +179,7 @@ def plan_entries(
     umask = current_umask() if umask is None else umask
     raw: list[tuple[tuple[str, ...], str, int, zipfile.ZipInfo]] = []
     for info in infos:
-        name = info.filename
+        name = os.fsdecode(raw_name(info))
         if info.create_system == FS_FAT and "\\" in name:
             name = name.replace("\\", "/")  # as unzip does for archives made on DOS/Windows
         if rename is not None:
@@ -238,9 +260,12 @@ def _show(path: tuple[bytes, ...]) -> str:
 
 def _resolve(base: list[bytes], target: bytes, links: dict, depth: int) -> list[bytes] | None:
     """Where `target` (relative to directory `base`) lands, following the archive's symlinks;
-    None when it leaves the tree (or loops)."""
-    if target.startswith(b"/") or depth > 40:
+    None when it leaves the tree. A loop cannot lead anywhere (the kernel answers ELOOP), so
+    past 40 hops the walk stops where it is."""
+    if target.startswith(b"/"):
         return None
+    if depth > 40:
+        return list(base)
     parts = list(base)
     for comp in target.split(b"/"):
         if comp in (b"", b"."):
@@ -283,15 +308,15 @@ def extract_zip(
     try:
         zf = zipfile.ZipFile(zip_path)
     except (zipfile.BadZipFile, OSError) as exc:
-        raise DoctorError(f"{zip_path} is not a readable zip archive: {exc}",
+        raise BadArchive(f"{Path(zip_path).name} is not a readable zip archive: {exc}",
                           "the download may be truncated or not a libtorch zip") from exc
     with zf:
         layout = plan_entries(zf.infolist(), strip_root=strip_root, rename=rename, extra=extra,
                               read=zf.read, umask=umask)
         if check_space is not None:
             check_space(layout.total_size)
-        h = hashlib.sha256()
-        nar = NarWriter(h.update)
+        writer = _Writer()
+        nar = NarWriter(writer.hash)
         dirs: list[tuple[bytes, int]] = []  # (path, perms) to set once everything is inside
         made: set[tuple[bytes, ...]] = {()}
         root = os.fsencode(dest)
@@ -323,39 +348,104 @@ def extract_zip(
                 else:
                     ensure_parent(entry.path)
                     feed = nar.file(entry.path, entry.size, entry.executable)
-                    _write_file(zf, entry, full, feed, progress)
+                    _write_file(zf, entry, full, feed, progress, writer)
                     nar.end_file()
                     files += 1
                     size += entry.size
             nar.finish()
-        except zipfile.BadZipFile as exc:
-            raise DoctorError(f"the archive is damaged: {exc}", "fetch it again (use --force)") from exc
+        except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+            raise BadArchive(f"the archive is damaged: {exc}", "fetch it again") from exc
         finally:
-            # Deepest first, so a read-only directory is closed only after its contents are in.
-            for path, perms in sorted(dirs, key=lambda d: d[0].count(b"/"), reverse=True):
-                os.chmod(path, perms)
+            try:
+                writer.finish()  # every file written and closed before directories are locked down
+            finally:
+                # Deepest first, so a read-only directory is closed only after its contents are in.
+                for path, perms in sorted(dirs, key=lambda d: d[0].count(b"/"), reverse=True):
+                    os.chmod(path, perms)
         os.chmod(root, layout.root_perms if layout.root_perms is not None else implied)
-        names = {os.fsdecode(e.path[0]) for e in layout.entries}
-        return Extracted(sri(h.digest()), files, size, layout.stripped, names)
+        return Extracted(sri(writer.hasher.digest()), files, size, layout.stripped)
 
 
-def _write_file(zf: zipfile.ZipFile, entry: Entry, full: bytes, feed, progress) -> None:
+def _write_file(zf: zipfile.ZipFile, entry: Entry, full: bytes, feed, progress, writer: _Writer) -> None:
     fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
                  | getattr(os, "O_CLOEXEC", 0), 0o600)
     try:
+        # feed first: the chunk joins the NAR bytes queued with this write
         if entry.data is not None:
-            os.write(fd, entry.data)
             feed(entry.data)
+            writer.write(fd, entry.data)
         else:
             with zf.open(entry.info) as src:
                 while chunk := src.read(CHUNK):
-                    view = memoryview(chunk)
-                    while view:
-                        n = os.write(fd, view)
-                        view = view[n:]
                     feed(chunk)
+                    writer.write(fd, chunk)
                     if progress is not None:
                         progress(len(chunk))
-        os.fchmod(fd, entry.perms)
-    finally:
-        os.close(fd)
+    except BaseException:
+        writer.close(fd, None)
+        raise
+    writer.close(fd, entry.perms)
+
+
+class _Writer:
+    """Writes and hashes on a second thread, so inflating the next chunk goes on while the
+    kernel makes a write wait for the disk (zlib, hashlib and os.write all release the GIL).
+
+    NAR bytes are queued in order with the file data (`hash` batches the small header pieces
+    until the next write), so the hash sees exactly the stream NarWriter produced. A bounded
+    queue keeps at most ~64 MB in flight.
+    """
+
+    def __init__(self) -> None:
+        import queue
+        import threading
+
+        self.hasher = hashlib.sha256()
+        self._pending: list[bytes] = []
+        self._queue: queue.Queue = queue.Queue(maxsize=64)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="doctor-unzip-writer", daemon=True)
+        self._thread.start()
+
+    def hash(self, data: bytes) -> None:
+        self._pending.append(data)
+
+    def write(self, fd: int, data: bytes) -> None:
+        if self._error is not None:
+            raise self._error
+        self._queue.put((fd, data, self._take(), None))
+
+    def close(self, fd: int, perms: int | None) -> None:
+        self._queue.put((fd, None, self._take(), perms))
+
+    def finish(self) -> None:
+        self._queue.put((None, None, self._take(), None))
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+    def _take(self) -> list[bytes]:
+        pending, self._pending = self._pending, []
+        return pending
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            fd, data, hashed, perms = item
+            try:
+                for piece in hashed:
+                    self.hasher.update(piece)
+                if fd is None or self._error is not None and data is not None:
+                    continue
+                if data is not None:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view):]
+                else:
+                    try:
+                        if perms is not None and self._error is None:
+                            os.fchmod(fd, perms)
+                    finally:
+                        os.close(fd)
+            except BaseException as exc:  # reported to the extracting thread at its next write
+                self._error = self._error or exc

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import PurePath
+from pathlib import Path, PurePath
 
 from doctor.host import Host
 from doctor.model import Evidence
@@ -122,8 +122,23 @@ def _from_env(host: Host) -> list[tuple[str, str, Evidence]]:
     return out
 
 
-def libtorch_home(host: Host) -> str:
-    return host.env.get("LIBTORCH_HOME") or str(host.home / ".cache" / "libtorch")
+def libtorch_home(host: Host) -> Path:
+    """Hasktorch's cache root: $LIBTORCH_HOME, else the XDG cache dir + /libtorch.
+
+    Hasktorch's Setup.hs uses Haskell's `getXdgDirectory XdgCache "libtorch"`, which is
+    `$XDG_CACHE_HOME/libtorch` or `~/.cache/libtorch` on Linux AND macOS; platformdirs would
+    say ~/Library/Caches on macOS, where Hasktorch would not look. Windows (no Hasktorch
+    support) gets platformdirs' user cache dir.
+    """
+    if host.env.get("LIBTORCH_HOME"):
+        return Path(host.env["LIBTORCH_HOME"])
+    if host.system == "Windows":
+        import platformdirs
+
+        return Path(platformdirs.user_cache_dir("libtorch", appauthor=False))
+    xdg = host.env.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else host.home / ".cache"
+    return base / "libtorch"
 
 
 def _from_hasktorch_cache(host: Host) -> list[tuple[str, str, Evidence]]:

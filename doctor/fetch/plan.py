@@ -1,0 +1,286 @@
+"""Resolve a fetch request (command-line options + this host's facts) into a Plan.
+
+Nothing here touches the network or writes a file: `--dry-run` prints the Plan and stops.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from urllib.parse import unquote, urlsplit
+
+from doctor.catalog import releases
+from doctor.errors import UsageError
+from doctor.host import Host
+from doctor.probe.libtorch import libtorch_home
+
+MIRROR_ENV = "DOCTOR_LIBTORCH_MIRROR"
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass
+class FetchRequest:
+    """What the user asked for; None/"auto" mean "work it out"."""
+
+    version: str | None = None
+    variant: str = "auto"
+    abi: str | None = None
+    platform: str | None = None
+    debug: bool = False
+    channel: str = "release"
+    url: str | None = None
+    archive: Path | None = None
+    from_wheel: bool = False
+    index_url: str | None = None
+    mirror: str | None = None
+    unlisted: bool = False
+    dest: Path | None = None
+    sha256: str | None = None
+    lock: Path | None = None
+    no_lock: bool = False
+    allow_http: bool = False
+
+
+@dataclass
+class Plan:
+    version: str | None  # "2.13.0"; None for a nightly until it is unpacked
+    variant: str
+    abi: str | None
+    platform: str
+    debug: bool
+    channel: str
+    source: str  # "url" | "archive" | "wheel"
+    url: str | None
+    file_name: str | None
+    archive: Path | None
+    dest: Path
+    lock_path: Path | None
+    sha256: str | None  # what the user promised with --sha256
+    listed: bool = True
+    index_url: str | None = None
+    allow_http: bool = False
+    notes: list[str] = field(default_factory=list)  # how each default was chosen
+
+    @property
+    def lock_key(self) -> str:
+        parts = [self.version or "nightly", self.platform, self.variant, self.abi or "any"]
+        if self.debug:
+            parts.append("debug")
+        if self.source == "wheel":
+            parts.append("wheel")
+        return "/".join(parts)
+
+    def describe(self) -> dict:
+        return {
+            "version": self.version,
+            "variant": self.variant,
+            "abi": self.abi,
+            "platform": self.platform,
+            "debug": self.debug,
+            "channel": self.channel,
+            "source": self.source,
+            "url": self.url,
+            "file": self.file_name,
+            "archive": str(self.archive) if self.archive else None,
+            "dest": str(self.dest),
+            "lock": str(self.lock_path) if self.lock_path else None,
+            "lock_key": self.lock_key if self.lock_path else None,
+            "sha256": self.sha256,
+            "listed": self.listed,
+            "notes": list(self.notes),
+        }
+
+
+def default_dest(host: Host, version: str | None, platform: str, variant: str, abi: str | None, debug: bool) -> Path:
+    # Hasktorch's layout $LIBTORCH_HOME/<version>/<platform>/<variant>. Builds Hasktorch cannot
+    # use (the old ABI, Windows debug) get a suffixed directory so they never shadow the
+    # default one a Hasktorch build picks up.
+    leaf = variant + ("-pre-cxx11" if abi == "pre-cxx11" else "") + ("-debug" if debug else "")
+    return libtorch_home(host) / (version or "nightly") / platform / leaf
+
+
+def resolve_plan(host: Host, req: FetchRequest) -> Plan:
+    notes: list[str] = []
+    if req.version and "+" in req.version:  # "2.13.0+cpu": the variant rides along
+        version, local = req.version.strip().split("+", 1)
+        req = dataclasses.replace(req, version=version, variant=local if req.variant == "auto" else req.variant)
+    sources = [s for s, on in (("--url", req.url), ("--archive", req.archive), ("--from-wheel", req.from_wheel)) if on]
+    if len(sources) > 1:
+        raise UsageError(f"{' and '.join(sources)} are alternative sources; give one")
+    source = {"--url": "url", "--archive": "archive", "--from-wheel": "wheel"}.get(sources[0] if sources else "", "url")
+    if req.mirror and (req.url or req.archive or req.from_wheel):
+        raise UsageError("--mirror replaces the official download host; it does not combine with --url, --archive or --from-wheel")
+    if req.channel != "release" and (req.url or req.archive or req.from_wheel):
+        raise UsageError("--channel applies to the official download host only")
+    if req.debug and req.from_wheel:
+        raise UsageError("--debug builds come only as Windows zips, not wheels")
+
+    platform = req.platform or releases.host_platform(host.system, host.machine)
+    if platform is None:
+        raise UsageError(f"libtorch has no build for this machine ({host.system} {host.machine})",
+                         f"give --platform ({', '.join(releases.PLATFORMS)}) to fetch for another one")
+    releases.check_platform(platform)
+
+    # What a URL's or archive's file name says, when it is an official name.
+    name_facts = None
+    file_name = None
+    if req.url:
+        _check_url(req.url, req.allow_http)
+        file_name = unquote(PurePosixPath(urlsplit(req.url).path).name) or "libtorch.zip"
+        name_facts = releases.parse_file_name(file_name)
+    elif req.archive:
+        file_name = Path(req.archive).name
+        name_facts = releases.parse_file_name(file_name)
+    if name_facts and not req.platform and name_facts.platform != platform:
+        platform = name_facts.platform
+        notes.append(f"platform {platform}: from the file name {file_name}")
+
+    version = _version(host, req, name_facts, notes)
+    variant = _variant(host, req, version, platform, name_facts, notes)
+    abi = req.abi
+    if abi is None and name_facts is not None and name_facts.abi:
+        abi = name_facts.abi
+        notes.append(f"ABI {abi}: from the file name {file_name} (and version {name_facts.version})")
+    if abi is not None and abi not in releases.ABIS:
+        raise UsageError(f"unknown ABI {abi!r}; known: {', '.join(releases.ABIS)}")
+    if not platform.startswith("linux"):
+        if req.abi:
+            raise UsageError(f"--abi applies to Linux only; {platform} has no CXX11 ABI choice")
+        abi = None
+    debug = req.debug or bool(name_facts and name_facts.debug)
+
+    mirror = req.mirror or host.env.get(MIRROR_ENV) or None
+    listed = True
+    url = None
+    if source == "url" and not req.url:
+        base = mirror or releases.BASE_URL
+        if mirror:
+            _check_url(mirror, req.allow_http)
+            notes.append(f"mirror {mirror}" + ("" if req.mirror else f" (from ${MIRROR_ENV})"))
+        art = releases.resolve(version, variant, platform, abi, debug, req.channel, base, listed=not req.unlisted)
+        url, file_name, abi, listed = art.url, art.file_name, art.abi, art.listed
+        if not art.listed and req.channel == "release":
+            notes.append(f"{version} is not in the release table: URL built from the current naming rules (--unlisted)")
+    elif source == "url":
+        url = req.url
+        listed = False
+        if platform.startswith("linux") and abi is None:
+            abi = "cxx11"
+            notes.append("ABI cxx11 assumed (the file name does not say); checked against the tree once unpacked")
+    elif source == "archive":
+        listed = False
+        if not Path(req.archive).is_file():
+            raise UsageError(f"--archive {req.archive}: no such file")
+        if platform.startswith("linux") and abi is None:
+            abi = "cxx11"
+    else:  # wheel
+        releases.check_variant_form(variant)
+        wheel_abi = None
+        if platform.startswith("linux") and version:
+            # Wheels moved to the CXX11 ABI with 2.7 (manylinux_2_28); before that they were pre-cxx11.
+            wheel_abi = "cxx11" if releases.key(version)[:2] >= (2, 7) else "pre-cxx11"
+        if abi is not None and wheel_abi is not None and abi != wheel_abi:
+            raise UsageError(f"torch {version} wheels use the {wheel_abi} ABI; there is no {abi} wheel",
+                             "fetch the official zip instead (drop --from-wheel)")
+        abi = wheel_abi
+
+    dest = Path(req.dest) if req.dest else default_dest(host, version, platform, variant, abi, debug)
+    if not req.dest:
+        notes.append("destination: Hasktorch's layout $LIBTORCH_HOME/<version>/<platform>/<variant>")
+    lock_path = None
+    if not req.no_lock:
+        if req.channel == "nightly":
+            notes.append("no lock entry for a nightly: its contents change every day")
+        else:
+            lock_path = Path(req.lock) if req.lock else host.cwd / "libtorch.lock"
+    sha = None
+    if req.sha256:
+        sha = req.sha256.strip().lower()
+        if not SHA256_RE.match(sha):
+            raise UsageError(f"--sha256 {req.sha256!r} is not 64 hex digits")
+    return Plan(version, variant, abi, platform, debug, req.channel, source, url, file_name,
+                Path(req.archive) if req.archive else None, dest, lock_path, sha, listed,
+                req.index_url, req.allow_http, notes)
+
+
+def _check_url(url: str, allow_http: bool) -> None:
+    scheme = urlsplit(url).scheme.lower()
+    if scheme == "https":
+        return
+    if scheme == "http":
+        if allow_http:
+            return
+        raise UsageError(f"refusing plain HTTP: {url}", "use an https:// URL, or --allow-http for a trusted local mirror")
+    if scheme == "file":
+        raise UsageError(f"{url}: for a file on disk use --archive PATH")
+    raise UsageError(f"{url!r} is not an http(s) URL")
+
+
+def _version(host: Host, req: FetchRequest, name_facts, notes: list[str]) -> str | None:
+    if req.version:
+        version = req.version.strip()
+        if not releases.VERSION_RE.match(version):
+            raise UsageError(f"--version {req.version!r}: expected MAJOR.MINOR.PATCH, e.g. {releases.newest_version()}")
+        return version
+    if name_facts is not None:
+        notes.append(f"version {name_facts.version}: from the file name")
+        return name_facts.version
+    if req.url or req.archive:
+        raise UsageError("cannot tell the libtorch version from that file name", "give --version (and --variant)")
+    if req.channel == "nightly":
+        return None
+    torch = _python_torch(host)
+    if torch is not None:
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            base = Version(torch.base_version).base_version
+        except InvalidVersion:
+            base = ""
+        if releases.VERSION_RE.match(base) and (releases.is_listed(base) or req.unlisted or req.from_wheel):
+            notes.append(f"version {base}: the installed Python torch is {torch.version}")
+            return base
+        notes.append(f"the installed Python torch {torch.version} is not a listed release; using the newest listed")
+    newest = releases.newest_version()
+    notes.append(f"version {newest}: the newest in the release table (no Python torch found)")
+    return newest
+
+
+def _variant(host: Host, req: FetchRequest, version: str | None, platform: str, name_facts, notes: list[str]) -> str:
+    if req.variant and req.variant != "auto":
+        releases.check_variant_form(req.variant)
+        return req.variant
+    if name_facts is not None:
+        return name_facts.variant
+    if req.url or req.archive:
+        raise UsageError("cannot tell the variant from that file name", "give --variant (cpu, cuXYZ, rocmX.Y)")
+    if platform.startswith("macos"):
+        notes.append("variant cpu: macOS builds are CPU-only (MPS is built in)")
+        return "cpu"
+    host_plat = releases.host_platform(host.system, host.machine)
+    if platform != host_plat:
+        notes.append(f"variant cpu: fetching for another platform ({platform}), so this machine's GPUs say nothing")
+        return "cpu"
+    try:
+        from doctor.recommend import recommend_variant
+    except ImportError:
+        notes.append("variant cpu: the GPU recommender is not available in this build")
+        return "cpu"
+    rec = recommend_variant(host, version)
+    variant = getattr(rec, "variant", None) or "cpu"
+    reasons = list(getattr(rec, "reasons", []) or [])
+    notes.append(f"variant {variant} (auto): " + ("; ".join(reasons) if reasons else "recommended for this machine"))
+    return variant
+
+
+def _python_torch(host: Host):
+    try:
+        from doctor.probe.python_torch import detect_python_torch
+    except ImportError:
+        return None
+    try:
+        return detect_python_torch(host)
+    except Exception:  # a probe must never break a fetch that does not need it
+        return None

@@ -1,0 +1,39 @@
+"""Checks of what was fetched: the archive's sha256 and the unpacked tree's NAR hash, against
+what the user promised (--sha256) and what the lock recorded on first use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from doctor.errors import DoctorError
+
+
+class ChecksumMismatch(DoctorError):
+    pass
+
+
+def check_sha256(actual: str, expected: str | None, what: str, origin: str) -> None:
+    if expected is not None and actual.lower() != expected.lower():
+        raise ChecksumMismatch(
+            f"sha256 mismatch for {what}: expected {expected} ({origin}), got {actual}",
+            "nothing was installed; if the file really changed upstream, check why before trusting it "
+            "(then --update-lock re-records it)",
+        )
+
+
+def check_nar(actual: str, expected: str | None, what: str, origin: str) -> None:
+    if expected is not None and actual != expected:
+        raise ChecksumMismatch(
+            f"NAR hash mismatch for the unpacked {what}: expected {expected} ({origin}), got {actual}",
+            "nothing was installed; the archive unpacks to a different tree than the one recorded",
+        )
+
+
+def check_lock_entry(entry: dict | None, sha256: str, size: int, lock_path: Path | None, key: str,
+                     what: str = "the archive") -> None:
+    if not entry:
+        return
+    origin = f"{lock_path} [{key}]"
+    check_sha256(sha256, entry.get("sha256"), what, origin)
+    if isinstance(entry.get("size"), int) and entry["size"] != size:
+        raise ChecksumMismatch(f"size mismatch: {origin} records {entry['size']} bytes, got {size}")

@@ -1,0 +1,118 @@
+"""A PyTorch wheel as a libtorch tree: the only source on Linux aarch64, and how PyTorch's own CI
+now builds its libtorch zips. The wheel's `torch/lib`, `torch/include` and `torch/share` are a
+complete libtorch; we add the `build-version` (and `build-hash`) files the zips carry.
+
+pip does the download (`pip download torch==V --no-deps`), so the user's pip configuration
+(index URL, proxies, certificates, find-links) applies as it does for their other installs.
+"""
+
+from __future__ import annotations
+
+import re
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from doctor.errors import DoctorError
+from doctor.host import Host
+
+TREE_DIRS = ("lib", "include", "share")
+PIP_TIMEOUT = 3600.0  # CUDA wheels are gigabytes
+
+# What `pip download --platform` needs to fetch for another machine.
+PLATFORM_TAGS = {
+    "linux-x86_64": "manylinux_2_28_x86_64",
+    "linux-aarch64": "manylinux_2_28_aarch64",
+    "macos-arm64": "macosx_11_0_arm64",
+    "macos-x86_64": "macosx_10_9_x86_64",
+    "windows-x86_64": "win_amd64",
+}
+
+
+@dataclass
+class WheelFacts:
+    version: str  # "2.13.0+cpu" as in torch/version.py
+    base_version: str
+    variant: str
+    git_version: str | None
+    abi: str | None  # from TorchConfig.cmake when it says; otherwise the caller's rule
+
+
+def pip_download(host: Host, version: str, platform: str, host_platform: str | None, workdir: Path,
+                 index_url: str | None, log) -> tuple[Path, str | None]:
+    """Run pip and return (wheel file, where pip got it from if it said)."""
+    argv = [host.python, "-m", "pip", "download", f"torch=={version}", "--no-deps", "--only-binary=:all:",
+            "--progress-bar", "off", "-d", str(workdir)]
+    if index_url:
+        argv += ["--index-url", index_url]
+    if platform != host_platform:
+        argv += ["--platform", PLATFORM_TAGS[platform]]
+    log("running: python " + " ".join(argv[1:]))
+    result = host.run(argv, timeout=PIP_TIMEOUT)
+    wheels = sorted(workdir.glob("torch-*.whl"))
+    if not result.ok or not wheels:
+        tail = (result.stderr or result.stdout or result.error).strip().splitlines()[-3:]
+        raise DoctorError(f"pip could not download torch=={version}: " + (" / ".join(tail) or "no wheel"),
+                          "check `pip download torch==VERSION --no-deps` by hand; give --index-url "
+                          "https://download.pytorch.org/whl/<variant> for a specific variant")
+    return wheels[-1], _origin(result.stdout + "\n" + result.stderr)
+
+
+def _origin(text: str) -> str | None:
+    for pattern in (r"Downloading (\S+\.whl)", r"Processing (\S+\.whl)", r"File was already downloaded (\S+\.whl)"):
+        if m := re.search(pattern, text):
+            return m.group(1)
+    return None
+
+
+def read_wheel_facts(zf: zipfile.ZipFile) -> WheelFacts:
+    try:
+        text = zf.read("torch/version.py").decode("utf-8", "replace")
+    except KeyError as exc:
+        raise DoctorError("that wheel has no torch/version.py: not a PyTorch wheel") from exc
+    values = dict(re.findall(r"^(\w+)(?:\s*:\s*[^=]+)?\s*=\s*['\"]([^'\"]*)['\"]", text, re.M))
+    version = values.get("__version__")
+    if not version:
+        raise DoctorError("torch/version.py in the wheel names no __version__")
+    base, _, local = version.partition("+")
+    variant = local or _variant(values.get("cuda"), values.get("hip"))
+    abi = None
+    try:
+        config = zf.read("torch/share/cmake/Torch/TorchConfig.cmake").decode("utf-8", "replace")
+        abi = abi_from_config(config)
+    except KeyError:
+        pass
+    return WheelFacts(version, base, variant, values.get("git_version"), abi)
+
+
+def _variant(cuda: str | None, hip: str | None) -> str:
+    # Wheels from PyPI carry no "+cuXYZ"; version.py still says which CUDA they were built for.
+    if cuda:
+        return "cu" + cuda.replace(".", "")
+    if hip:
+        return "rocm" + ".".join(hip.split(".")[:2])
+    return "cpu"
+
+
+def abi_from_config(text: str) -> str | None:
+    """TorchConfig.cmake up to 2.7 says `-D_GLIBCXX_USE_CXX11_ABI=0|1`; from 2.8 nothing (CXX11)."""
+    m = re.search(r"-D_GLIBCXX_USE_CXX11_ABI=([01])", text)
+    if not m:
+        return None
+    return "cxx11" if m.group(1) == "1" else "pre-cxx11"
+
+
+def tree_name(name: str) -> str | None:
+    """Where a wheel entry goes in the libtorch tree (None: not part of libtorch)."""
+    for d in TREE_DIRS:
+        prefix = f"torch/{d}/"
+        if name.startswith(prefix):
+            return d + "/" + name[len(prefix):]
+    return None
+
+
+def extra_files(facts: WheelFacts) -> list[tuple[str, bytes, int]]:
+    files = [("build-version", f"{facts.version}\n".encode(), 0o644)]
+    if facts.git_version:
+        files.append(("build-hash", f"{facts.git_version}\n".encode(), 0o644))
+    return files

@@ -1,0 +1,159 @@
+"""The downloader against a real local HTTP server that drops connections, answers 503/404,
+truncates bodies, ignores Range, and changes the file between runs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from doctor.errors import DoctorError
+from doctor.fetch.download import LogProgress, download
+
+DATA = hashlib.shake_256(b"libtorch").digest(300_000)
+SHA = hashlib.sha256(DATA).hexdigest()
+
+
+def fetch(server, tmp_path, path="/lt.zip", **kw):
+    logs: list[str] = []
+    kw.setdefault("allow_http", True)
+    kw.setdefault("backoff", 0.01)
+    result = download(server.url(path), tmp_path / "x.part", log=logs.append,
+                      progress=LogProgress("lt.zip", logs.append), **kw)
+    return result, logs
+
+
+def test_plain_download_hashes_while_streaming(server, tmp_path):
+    server.add("/lt.zip", DATA)
+    result, logs = fetch(server, tmp_path)
+    assert result.sha256 == SHA and result.size == len(DATA) == (tmp_path / "x.part").stat().st_size
+    assert result.attempts == 1 and result.resumed_at == []
+    assert server.gets("/lt.zip") == [None]
+    assert logs[0] == "downloading lt.zip (300.0 KB)"  # a few plain lines, no bar, off a terminal
+    assert len(logs) <= 5
+
+
+def test_resume_after_the_server_drops_the_connection_mid_body(server, tmp_path):
+    server.add("/lt.zip", DATA)
+    server.script("/lt.zip", [("drop", 100_000)])
+    result, logs = fetch(server, tmp_path)
+    assert result.sha256 == SHA
+    assert server.gets("/lt.zip") == [None, "bytes=100000-"]
+    assert result.resumed_at == [100_000]
+    assert any("interrupted after 100.0 KB" in line or "closed after 100.0 KB" in line for line in logs), logs
+
+
+def test_retry_on_503_with_backoff(server, tmp_path):
+    server.add("/lt.zip", DATA)
+    server.script("/lt.zip", [503, 503])
+    result, logs = fetch(server, tmp_path)
+    assert result.sha256 == SHA and result.attempts == 3
+    assert len(server.gets("/lt.zip")) == 3
+    assert sum("HTTP 503" in line and "retrying in" in line for line in logs) == 2
+
+
+def test_gives_up_after_the_retries(server, tmp_path):
+    server.add("/lt.zip", DATA)
+    server.script("/lt.zip", [503] * 10)
+    with pytest.raises(DoctorError, match="failed after 3 attempts: HTTP 503"):
+        fetch(server, tmp_path, retries=2)
+    assert len(server.gets("/lt.zip")) == 3
+
+
+def test_no_retry_on_404(server, tmp_path):
+    with pytest.raises(DoctorError, match=r"not found \(HTTP 404\)"):
+        fetch(server, tmp_path, path="/missing.zip")
+    assert len(server.gets("/missing.zip")) == 1
+
+
+def test_truncated_body_fails_and_keeps_the_part_for_a_later_resume(server, tmp_path):
+    server.add("/lt.zip", DATA)
+    server.script("/lt.zip", [("cut", 120_000)] * 4)  # 1 with progress + 3 without
+    with pytest.raises(DoctorError, match="failed after 4 attempts: connection closed after 120.0 KB of 300.0 KB"):
+        fetch(server, tmp_path, retries=2)
+    assert (tmp_path / "x.part").stat().st_size == 120_000
+    # the source is whole again: the next run asks only for the rest
+    result, logs = fetch(server, tmp_path)
+    assert result.sha256 == SHA
+    assert server.gets("/lt.zip")[-1] == "bytes=120000-"
+    assert any("resuming a partial download" in line for line in logs)
+
+
+def test_server_ignoring_range_restarts_cleanly(server, tmp_path):
+    server.add("/lt.zip", DATA)
+    server.script("/lt.zip", [("drop", 50_000), ("norange",)])
+    result, logs = fetch(server, tmp_path)
+    assert result.sha256 == SHA and result.size == len(DATA)
+    assert any("starting over" in line for line in logs)
+
+
+def test_file_changed_between_runs_is_not_spliced(server, tmp_path):
+    """If-Range: a partial file of the old version must not be completed with the new one."""
+    server.add("/lt.zip", DATA)
+    server.script("/lt.zip", [("cut", 100_000)] * 3)
+    with pytest.raises(DoctorError):
+        fetch(server, tmp_path, retries=1)
+    new = DATA[::-1]
+    server.add("/lt.zip", new)
+    result, _ = fetch(server, tmp_path)
+    assert result.sha256 == hashlib.sha256(new).hexdigest()
+    assert (tmp_path / "x.part").read_bytes() == new
+
+
+def test_partial_from_another_url_is_discarded(server, tmp_path):
+    server.add("/lt.zip", DATA)
+    (tmp_path / "x.part").write_bytes(b"junk" * 100)
+    (tmp_path / "x.part.json").write_text(json.dumps({"url": "https://elsewhere/x.zip"}))
+    result, _ = fetch(server, tmp_path)
+    assert result.sha256 == SHA and server.gets("/lt.zip") == [None]
+
+
+def test_complete_part_left_by_a_failed_install_is_not_fetched_again(server, tmp_path):
+    server.add("/lt.zip", DATA)
+    fetch(server, tmp_path)
+    result, _ = fetch(server, tmp_path)
+    assert result.sha256 == SHA
+    assert server.gets("/lt.zip") == [None, f"bytes={len(DATA)}-"]  # answered 416: nothing left
+
+
+def test_plain_http_refused_unless_allowed(server, tmp_path):
+    server.add("/lt.zip", DATA)
+    with pytest.raises(DoctorError, match="refusing plain HTTP"):
+        fetch(server, tmp_path, allow_http=False)
+    assert not (tmp_path / "x.part").exists()
+
+
+def test_redirect_followed(server, tmp_path):
+    server.add("/real.zip", DATA)
+    server.script("/lt.zip", [("redirect", server.url("/real.zip"))])
+    result, _ = fetch(server, tmp_path)
+    assert result.sha256 == SHA and result.url.endswith("/real.zip")
+
+
+def test_free_space_checked_before_the_body(server, tmp_path):
+    server.add("/lt.zip", DATA)
+    seen = []
+
+    def check(remaining):
+        seen.append(remaining)
+        raise DoctorError("not enough free space")
+
+    with pytest.raises(DoctorError, match="not enough free space"):
+        fetch(server, tmp_path, check_space=check)
+    assert seen == [len(DATA)]
+    assert not (tmp_path / "x.part").exists() or (tmp_path / "x.part").stat().st_size == 0
+
+
+def test_connection_refused_is_retried_then_reported(tmp_path):
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    logs = []
+    with pytest.raises(DoctorError, match="failed after 2 attempts: connection failed"):
+        download(f"http://127.0.0.1:{port}/x.zip", tmp_path / "x.part", allow_http=True, retries=1,
+                 backoff=0.01, log=logs.append)
+    assert any("retrying" in line for line in logs)

@@ -1,0 +1,325 @@
+"""fetch-libtorch end to end against a local server: install, record, lock, refusals, and the
+promise that a failed fetch leaves an existing install exactly as it was."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from fetch_helpers import DoctorMain, doctor_env, libtorch_zip, nix_hash_sri, run_doctor, tree_listing
+
+from doctor.fetch.install import read_install_record
+
+NAME = "/cpu/libtorch-shared-with-deps-2.13.0+cpu.zip"
+
+
+def cli(*args, env=None):
+    """`doctor fetch-libtorch ARGS` in process, through doctor.cli.main (errors → exit codes),
+    with stdout and stderr apart."""
+    return CliRunner().invoke(DoctorMain("fetch-libtorch"), list(args), env=env, catch_exceptions=False)
+
+
+def serve(server, tmp_path, name=NAME, **kw) -> tuple[Path, bytes]:
+    z = libtorch_zip(tmp_path / "src.zip", **kw)
+    data = z.read_bytes()
+    server.add(name, data)
+    return z, data
+
+
+def args(server, tmp_path, *extra):
+    lock = [] if "--no-lock" in extra else ["--lock", str(tmp_path / "libtorch.lock")]
+    return ["--mirror", server.base, "--allow-http", "--version", "2.13.0", "--variant", "cpu",
+            "--dest", str(tmp_path / "dest"), *lock, "--backoff", "0.01", *extra]
+
+
+def snapshot(dest: Path):
+    return tree_listing(dest), (dest / "torch-doctor.json").read_text()
+
+
+def no_leftovers(tmp_path: Path) -> list[str]:
+    return sorted(p.name for p in tmp_path.iterdir() if ".staging-" in p.name or ".old-" in p.name or ".wheel-" in p.name)
+
+
+def test_install_record_marker_lock_and_tree_like_unzip(server, tmp_path):
+    z, data = serve(server, tmp_path)
+    r = cli(*args(server, tmp_path))
+    assert r.exit_code == 0, r.output
+    assert "Installed libtorch 2.13.0+cpu (cxx11 ABI, linux-x86_64)" in r.stdout
+    assert f'Next: eval "$(doctor emit setenv --libtorch {tmp_path / "dest"})"' in r.stdout
+    assert "hashes recorded in" in r.stdout
+    dest = tmp_path / "dest"
+    rec = read_install_record(dest)
+    assert rec["version"] == "2.13.0" and rec["variant"] == "cpu" and rec["abi"] == "cxx11"
+    assert rec["platform"] == "linux-x86_64" and rec["source"]["kind"] == "url"
+    assert rec["source"]["url"] == server.url("/cpu/libtorch-shared-with-deps-2.13.0%2Bcpu.zip")
+    assert rec["source"]["file"] == "libtorch-shared-with-deps-2.13.0+cpu.zip"
+    assert rec["size"] == len(data) and rec["installed_at"].endswith("Z") and rec["doctor_version"]
+    assert (dest / ".ok").is_file()
+    # the same tree unzip makes, and the NAR hash Nix computes for it
+    subprocess.run(["unzip", "-q", str(z), "-d", str(tmp_path / "u")], check=True)
+    mine = [row for row in tree_listing(dest) if row[0] not in ("torch-doctor.json", ".ok")]
+    assert mine == tree_listing(tmp_path / "u/libtorch")
+    assert rec["nar_hash"] == nix_hash_sri(tmp_path / "u/libtorch")
+    lock = json.loads((tmp_path / "libtorch.lock").read_text())
+    entry = lock["libtorch"]["2.13.0/linux-x86_64/cpu/cxx11"]
+    assert entry["sha256"] == rec["sha256"] and entry["nar_hash"] == rec["nar_hash"] and entry["size"] == len(data)
+    assert no_leftovers(tmp_path) == [] and not list(tmp_path.glob(".dest*.part*"))
+
+
+def test_already_installed_does_nothing_fast(server, tmp_path):
+    serve(server, tmp_path)
+    assert cli(*args(server, tmp_path)).exit_code == 0
+    before = len(server.requests)
+    start = time.monotonic()
+    r = cli(*args(server, tmp_path))
+    assert time.monotonic() - start < 0.5
+    assert r.exit_code == 0
+    assert "is already installed (checked against its install record and" in r.stdout
+    assert "nothing to do" in r.stdout and "Next:" in r.stdout
+    assert len(server.requests) == before
+
+
+def test_wrong_sha256_rejected_existing_install_intact(server, tmp_path):
+    serve(server, tmp_path)
+    assert cli(*args(server, tmp_path)).exit_code == 0
+    before = snapshot(tmp_path / "dest")
+    serve(server, tmp_path, seed=1)  # a different file behind the same URL
+    r = cli(*args(server, tmp_path, "--force", "--sha256", "0" * 64))
+    assert r.exit_code == 1
+    assert f"expected {'0' * 64} (--sha256), got " in r.stderr
+    assert snapshot(tmp_path / "dest") == before
+    assert no_leftovers(tmp_path) == [] and not list(tmp_path.glob(".dest*.part*"))  # bad bytes not kept
+
+
+def test_lock_trust_on_first_use_then_mismatch_then_update(server, tmp_path):
+    serve(server, tmp_path)
+    assert cli(*args(server, tmp_path)).exit_code == 0
+    first = json.loads((tmp_path / "libtorch.lock").read_text())
+    before = snapshot(tmp_path / "dest")
+    _, data2 = serve(server, tmp_path, seed=2)  # replaced in place upstream
+    r = cli(*args(server, tmp_path, "--force"))
+    assert r.exit_code == 1
+    assert "sha256 mismatch for libtorch-shared-with-deps-2.13.0+cpu.zip" in r.stderr
+    assert first["libtorch"]["2.13.0/linux-x86_64/cpu/cxx11"]["sha256"] in r.stderr  # both hashes shown
+    assert snapshot(tmp_path / "dest") == before
+    assert json.loads((tmp_path / "libtorch.lock").read_text()) == first
+    r = cli(*args(server, tmp_path, "--force", "--update-lock"))
+    assert r.exit_code == 0, r.stderr
+    assert "entry updated in" in r.stdout
+    import hashlib
+
+    assert json.loads((tmp_path / "libtorch.lock").read_text())["libtorch"]["2.13.0/linux-x86_64/cpu/cxx11"]["sha256"] \
+        == hashlib.sha256(data2).hexdigest()
+
+
+def test_lock_nar_hash_checked_for_a_repacked_archive(server, tmp_path):
+    """Same version from a mirror that repacked the zip: the archive sha256 differs and the lock
+    says so before anything is unpacked; --sha256 of the new file alone is not enough."""
+    serve(server, tmp_path)
+    assert cli(*args(server, tmp_path)).exit_code == 0
+    serve(server, tmp_path, extra=[("libtorch/lib/extra.so", 0o100755, b"x")])
+    r = cli(*args(server, tmp_path, "--force"))
+    assert r.exit_code == 1 and "mismatch" in r.stderr
+
+
+def test_truncated_body_rejected_existing_install_intact(server, tmp_path):
+    _, data = serve(server, tmp_path, payload=300_000)
+    assert cli(*args(server, tmp_path)).exit_code == 0
+    before = snapshot(tmp_path / "dest")
+    serve(server, tmp_path, payload=300_000, seed=3)
+    server.script(NAME, [("cut", 150_000)] * 5)
+    r = cli(*args(server, tmp_path, "--force", "--no-lock", "--retries", "2"))
+    assert r.exit_code == 1
+    assert "download failed after" in r.stderr and "connection closed after" in r.stderr
+    assert snapshot(tmp_path / "dest") == before
+    assert no_leftovers(tmp_path) == []
+
+
+def test_404_fails_at_once(server, tmp_path):
+    r = cli(*args(server, tmp_path))
+    assert r.exit_code == 1
+    assert "not found (HTTP 404)" in r.stderr
+    assert len(server.requests) == 1
+    assert not (tmp_path / "dest").exists()
+
+
+@pytest.mark.parametrize("evil", [("libtorch/../../escaped", 0o100644, b"x"),
+                                  ("libtorch/lib/l", 0o120777, b"../../../../escaped")])
+def test_malicious_archive_refused_existing_install_intact(server, tmp_path, evil):
+    serve(server, tmp_path)
+    assert cli(*args(server, tmp_path)).exit_code == 0
+    before = snapshot(tmp_path / "dest")
+    serve(server, tmp_path, extra=[evil])
+    r = cli(*args(server, tmp_path, "--force", "--no-lock"))
+    assert r.exit_code == 1 and "refusing to unpack this archive" in r.stderr
+    assert snapshot(tmp_path / "dest") == before
+    assert not list(tmp_path.rglob("escaped")) and not (tmp_path.parent / "escaped").exists()
+    assert no_leftovers(tmp_path) == []
+
+
+def test_archive_of_another_version_or_abi_refused(server, tmp_path):
+    serve(server, tmp_path, version="2.12.0")
+    r = cli(*args(server, tmp_path, "--no-lock"))
+    assert r.exit_code == 1 and "holds libtorch 2.12.0+cpu (its build-version), not 2.13.0" in r.stderr
+    assert not (tmp_path / "dest").exists()
+    assert not list(tmp_path.glob(".dest*.part*"))  # complete but wrong: nothing kept to resume from
+    name = "/cpu/libtorch-cxx11-abi-shared-with-deps-2.6.0+cpu.zip"
+    serve(server, tmp_path, name=name, version="2.6.0", abi_line="0")
+    r = cli("--mirror", server.base, "--allow-http", "--version", "2.6.0", "--variant", "cpu",
+            "--dest", str(tmp_path / "d26"), "--no-lock")
+    assert r.exit_code == 1 and "is a pre-cxx11 ABI build (TorchConfig.cmake), not cxx11" in r.stderr
+
+
+def test_verify_rehashes_and_catches_a_modified_tree(server, tmp_path):
+    serve(server, tmp_path)
+    assert cli(*args(server, tmp_path)).exit_code == 0
+    r = cli(*args(server, tmp_path, "--verify"))
+    assert r.exit_code == 0 and "re-hashed, matches its install record" in r.stdout
+    (tmp_path / "dest/include/c10/macros/Macros.h").write_text("tampered\n")
+    r = cli(*args(server, tmp_path, "--verify"))
+    assert r.exit_code == 1 and "NAR hash mismatch for the unpacked tree at" in r.stderr
+
+
+def test_refuses_to_replace_a_directory_that_is_not_libtorch(server, tmp_path):
+    serve(server, tmp_path)
+    (tmp_path / "dest").mkdir()
+    (tmp_path / "dest/thesis.tex").write_text("years of work")
+    r = cli(*args(server, tmp_path))
+    assert r.exit_code == 1 and "does not look like a libtorch install" in r.stderr
+    assert (tmp_path / "dest/thesis.tex").read_text() == "years of work"
+
+
+def test_offline(server, tmp_path):
+    serve(server, tmp_path)
+    r = cli(*args(server, tmp_path, "--offline"))
+    assert r.exit_code == 1 and "--offline forbids downloading" in r.stderr and server.requests == []
+    assert cli(*args(server, tmp_path)).exit_code == 0
+    assert cli(*args(server, tmp_path, "--offline")).exit_code == 0
+
+
+def test_local_archive_and_url_beyond_the_table(server, tmp_path):
+    z = libtorch_zip(tmp_path / "libtorch-shared-with-deps-2.14.0+cu140.zip", version="2.14.0", variant="cu140")
+    r = cli("--archive", str(z), "--dest", str(tmp_path / "a"), "--no-lock")
+    assert r.exit_code == 0, r.stderr
+    rec = read_install_record(tmp_path / "a")
+    assert (rec["version"], rec["variant"], rec["source"]["kind"]) == ("2.14.0", "cu140", "archive")
+    server.add("/custom/build.zip", libtorch_zip(tmp_path / "b.zip", version="2.14.0", variant="cu140").read_bytes())
+    r = cli("--url", server.url("/custom/build.zip"), "--allow-http", "--version", "2.14.0", "--variant", "cu140",
+            "--dest", str(tmp_path / "b"), "--no-lock")
+    assert r.exit_code == 0, r.stderr
+    assert read_install_record(tmp_path / "b")["source"]["url"] == server.url("/custom/build.zip")
+
+
+def test_json_output(server, tmp_path):
+    serve(server, tmp_path)
+    r = cli(*args(server, tmp_path, "--json", "-q"))
+    assert r.exit_code == 0 and r.stderr == ""
+    out = json.loads(r.stdout)
+    assert out["action"] == "installed" and out["lock"] == "recorded"
+    assert out["record"]["nar_hash"].startswith("sha256-") and out["plan"]["version"] == "2.13.0"
+    out = json.loads(cli(*args(server, tmp_path, "--json")).stdout)
+    assert out["action"] == "already-installed" and out["lock"] == "verified"
+
+
+def test_emit_after_install(server, tmp_path):
+    serve(server, tmp_path)
+    r = cli(*args(server, tmp_path, "--emit", "setenv"), env={"SHELL": "/bin/bash"})
+    assert r.exit_code == 0, r.stderr
+    assert "Installed libtorch" in r.stderr and "Installed" not in r.stdout
+    assert str(tmp_path / "dest") in r.stdout and "LD_LIBRARY_PATH" in r.stdout
+
+
+def test_default_destination_is_hasktorch_cache_layout(server, tmp_path):
+    serve(server, tmp_path)
+    home = tmp_path / "home"
+    r = run_doctor("fetch-libtorch", "--mirror", server.base, "--allow-http", "--version", "2.13.0",
+                   "--variant", "cpu", cwd=tmp_path, env=doctor_env(LIBTORCH_HOME=str(home)))
+    assert r.returncode == 0, r.stderr
+    dest = home / "2.13.0/linux-x86_64/cpu"
+    assert (dest / ".ok").is_file() and read_install_record(dest)["version"] == "2.13.0"
+    assert (tmp_path / "libtorch.lock").is_file()  # the lock defaults to the current directory
+    xdg = tmp_path / "xdg"
+    r = run_doctor("fetch-libtorch", "--dry-run", "--json", "--version", "2.13.0", "--variant", "cpu",
+                   cwd=tmp_path, env=doctor_env(XDG_CACHE_HOME=str(xdg)))
+    assert json.loads(r.stdout)["plan"]["dest"] == str(xdg / "libtorch/2.13.0/linux-x86_64/cpu")
+
+
+def test_two_concurrent_fetches_end_with_one_valid_install(server, tmp_path):
+    _, data = serve(server, tmp_path, payload=400_000)
+    server.slow[NAME] = 1.0  # long enough for the second process to arrive while the first works
+    procs = [subprocess.Popen([sys.executable, "-m", "doctor", "fetch-libtorch", *args(server, tmp_path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                              env=doctor_env()) for _ in range(2)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    stdout = "".join(o[0] for o in outs)
+    assert stdout.count("Installed libtorch") == 1 and stdout.count("already installed") == 1
+    assert len([r for r in server.gets(NAME) if r is None]) == 1  # downloaded once
+    rec = read_install_record(tmp_path / "dest")
+    import hashlib
+
+    assert rec["sha256"] == hashlib.sha256(data).hexdigest()
+    assert no_leftovers(tmp_path) == []
+
+
+def test_interrupted_fetch_leaves_the_install_untouched_and_resumes(server, tmp_path):
+    serve(server, tmp_path, payload=600_000)
+    assert cli(*args(server, tmp_path, "--no-lock")).exit_code == 0
+    before = snapshot(tmp_path / "dest")
+    _, data = serve(server, tmp_path, payload=600_000, seed=5)
+    server.slow[NAME] = 4.0
+    p = subprocess.Popen([sys.executable, "-m", "doctor", "fetch-libtorch", *args(server, tmp_path, "--force", "--no-lock")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=doctor_env())
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        parts = [x for x in tmp_path.glob(".dest.*.part") if x.stat().st_size > 100_000]
+        if parts:
+            break
+        time.sleep(0.05)
+    assert parts, "the download never started"
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 130, err
+    assert snapshot(tmp_path / "dest") == before
+    assert no_leftovers(tmp_path) == []
+    server.slow[NAME] = 0
+    r = cli(*args(server, tmp_path, "--force", "--no-lock"))
+    assert r.exit_code == 0, r.stderr
+    assert "resuming a partial download" in r.stderr
+    assert server.gets(NAME)[-1].startswith("bytes=")
+    import hashlib
+
+    assert read_install_record(tmp_path / "dest")["sha256"] == hashlib.sha256(data).hexdigest()
+
+
+def test_lock_recorded_from_an_existing_install_without_downloading(server, tmp_path):
+    serve(server, tmp_path)
+    assert cli(*args(server, tmp_path, "--no-lock")).exit_code == 0
+    requests = len(server.requests)
+    r = cli(*args(server, tmp_path))
+    assert r.exit_code == 0 and "already installed" in r.stdout and "hashes recorded in" in r.stdout
+    assert len(server.requests) == requests
+    entry = json.loads((tmp_path / "libtorch.lock").read_text())["libtorch"]["2.13.0/linux-x86_64/cpu/cxx11"]
+    assert entry["nar_hash"] == read_install_record(tmp_path / "dest")["nar_hash"]
+    r = cli(*args(server, tmp_path))
+    assert "matches" in r.stdout and "and " + str(tmp_path / "libtorch.lock") in r.stdout
+
+
+def test_installed_tree_disagreeing_with_the_lock_is_refetched(server, tmp_path):
+    serve(server, tmp_path)
+    assert cli(*args(server, tmp_path, "--no-lock")).exit_code == 0
+    lock = tmp_path / "libtorch.lock"
+    lock.write_text(json.dumps({"lock_version": 1, "libtorch": {"2.13.0/linux-x86_64/cpu/cxx11": {
+        "sha256": "1" * 64, "nar_hash": "sha256-AAAA", "size": 1}}}))
+    before = snapshot(tmp_path / "dest")
+    r = cli(*args(server, tmp_path))
+    # the tree does not match the lock, so it is fetched again, and the download does not either
+    assert r.exit_code == 1 and "reinstalling: the installed tree's NAR hash differs" in r.stderr
+    assert "sha256 mismatch" in r.stderr
+    assert snapshot(tmp_path / "dest") == before

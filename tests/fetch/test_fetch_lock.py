@@ -1,0 +1,71 @@
+"""libtorch.lock reading and writing, the free-space verdict, and the install-record reader."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from doctor.errors import DoctorError
+from doctor.fetch.install import read_install_record, space_error
+from doctor.fetch.lock import lock_entry, read_lock, write_lock_entry
+
+
+def test_round_trip_keeps_other_entries_and_is_diff_friendly(tmp_path):
+    lock = tmp_path / "libtorch.lock"
+    write_lock_entry(lock, "2.13.0/linux-x86_64/cpu/cxx11", {"sha256": "a" * 64, "size": 1})
+    write_lock_entry(lock, "2.6.0/linux-x86_64/cu124/pre-cxx11", {"sha256": "b" * 64, "size": 2})
+    write_lock_entry(lock, "2.13.0/linux-x86_64/cpu/cxx11", {"sha256": "c" * 64, "size": 3})
+    assert set(read_lock(lock)) == {"2.13.0/linux-x86_64/cpu/cxx11", "2.6.0/linux-x86_64/cu124/pre-cxx11"}
+    assert lock_entry(lock, "2.13.0/linux-x86_64/cpu/cxx11")["sha256"] == "c" * 64
+    text = lock.read_text()
+    assert text.endswith("}\n") and '\n      "sha256": "' in text  # one field a line
+    assert list(tmp_path.iterdir()) == [lock]  # no stray temp or guard files
+
+
+def test_missing_lock_is_empty_and_none_path_is_no_lock(tmp_path):
+    assert read_lock(tmp_path / "none.lock") == {}
+    assert lock_entry(None, "x") is None
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{not json", "is not valid JSON"),
+    ('["a"]', "is not a libtorch lock file"),
+    ('{"lock_version": 99, "libtorch": {}}', "written by a newer torch-doctor"),
+])
+def test_bad_lock_files_are_clear_errors(tmp_path, text, message):
+    lock = tmp_path / "libtorch.lock"
+    lock.write_text(text)
+    with pytest.raises(DoctorError, match=message):
+        read_lock(lock)
+
+
+def _writer(lock: str, i: int) -> None:
+    write_lock_entry(Path(lock), f"2.{i}.0/linux-x86_64/cpu/cxx11", {"sha256": str(i)})
+
+
+def test_concurrent_writers_lose_no_entry(tmp_path):
+    lock = tmp_path / "libtorch.lock"
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(str(lock), i)) for i in range(6)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+    assert len(read_lock(lock)) == 6
+
+
+def test_space_error():
+    assert space_error(10, 100, Path("/x"), "unpack") is None
+    assert space_error(3_000_000_000, 1_000_000_000, Path("/x"), "unpack 3.0 GB") == \
+        "not enough free space in /x to unpack 3.0 GB: need about 3.0 GB, 1.0 GB free"
+
+
+def test_read_install_record(tmp_path):
+    assert read_install_record(tmp_path) is None
+    (tmp_path / "torch-doctor.json").write_text("{broken")
+    assert read_install_record(tmp_path) is None
+    (tmp_path / "torch-doctor.json").write_text(json.dumps({"version": "2.13.0"}))
+    assert read_install_record(tmp_path) == {"version": "2.13.0"}

@@ -1,0 +1,117 @@
+"""NAR hashes computed in Python equal what Nix's own `nix-hash` says (nix-bin)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import zipfile
+from pathlib import Path
+
+from fetch_helpers import libtorch_zip, nix_hash_sri
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from doctor.nar import nar_hash, nar_hash_zip, nix_base32, sri_to_hex
+
+
+def make_tree(root: Path) -> Path:
+    (root / "lib").mkdir(parents=True)
+    (root / "lib/libc10.so.1").write_bytes(b"\x7fELF" + bytes(range(256)) * 5)
+    os.chmod(root / "lib/libc10.so.1", 0o755)
+    os.symlink("libc10.so.1", root / "lib/libc10.so")
+    os.symlink("../nowhere", root / "lib/dangling")
+    (root / "empty").mkdir()
+    (root / "include/a b").mkdir(parents=True)
+    (root / "include/a b/é.h").write_text("// unicode name\n")
+    (root / "include/a-b.h").write_text("")  # sorts between 'a b' and the dir contents
+    (root / ("x" * 7)).write_bytes(b"1234567")  # lengths around the 8-byte padding
+    (root / ("y" * 8)).write_bytes(b"12345678")
+    (root / "group-exec").write_text("g+x only: not executable for Nix\n")
+    os.chmod(root / "group-exec", 0o654)
+    return root
+
+
+def test_tree_hash_equals_nix_hash(tmp_path):
+    root = make_tree(tmp_path / "t")
+    assert nar_hash(root) == nix_hash_sri(root)
+
+
+def test_single_file_and_symlink_roots(tmp_path):
+    f = tmp_path / "f"
+    f.write_bytes(b"hello")
+    os.chmod(f, 0o755)
+    assert nar_hash(f) == nix_hash_sri(f)
+    os.symlink("f", tmp_path / "l")
+    assert nar_hash(tmp_path / "l") == nix_hash_sri(tmp_path / "l")
+
+
+def test_exclude_top_leaves_the_tree_as_nix_saw_it(tmp_path):
+    root = make_tree(tmp_path / "t")
+    before = nix_hash_sri(root)
+    (root / "torch-doctor.json").write_text("{}")
+    (root / ".ok").write_text("")
+    assert nar_hash(root) != before
+    assert nar_hash(root, exclude_top=["torch-doctor.json", ".ok"]) == before
+
+
+def test_base32_and_hex_forms_match_nix_hash(tmp_path):
+    root = make_tree(tmp_path / "t")
+    value = nar_hash(root)
+    b32 = subprocess.run(["nix-hash", "--type", "sha256", "--base32", str(root)], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    hexa = subprocess.run(["nix-hash", "--type", "sha256", str(root)], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    assert nix_base32(base64.b64decode(value[len("sha256-"):])) == b32
+    assert sri_to_hex(value) == hexa
+
+
+def test_zip_hash_equals_nix_hash_of_unzipped_tree_with_root_stripped(tmp_path):
+    z = libtorch_zip(tmp_path / "l.zip")
+    subprocess.run(["unzip", "-q", str(z), "-d", str(tmp_path / "out")], check=True)
+    assert nar_hash_zip(z) == nix_hash_sri(tmp_path / "out/libtorch")
+
+
+names = st.text(alphabet="abAB._-é 0", min_size=1, max_size=6).filter(lambda s: s not in (".", ".."))
+
+
+@st.composite
+def trees(draw, depth=0):
+    entries = draw(st.dictionaries(names, st.integers(0, 3 if depth < 2 else 1), max_size=4))
+    out = {}
+    for name, kind in entries.items():
+        if kind == 0:
+            out[name] = ("file", draw(st.binary(max_size=20)), draw(st.booleans()))
+        elif kind == 1:
+            out[name] = ("link", draw(names))
+        else:
+            out[name] = ("dir", draw(trees(depth + 1)))
+    return out
+
+
+def build(root: Path, spec: dict) -> None:
+    root.mkdir()
+    for name, node in spec.items():
+        p = root / name
+        if node[0] == "file":
+            p.write_bytes(node[1])
+            os.chmod(p, 0o755 if node[2] else 0o644)
+        elif node[0] == "link":
+            os.symlink(node[1], p)
+        else:
+            build(p, node[1])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(spec=trees())
+def test_random_trees_hash_like_nix(tmp_path_factory, spec):
+    root = tmp_path_factory.mktemp("h") / "t"
+    build(root, spec)
+    assert nar_hash(root) == nix_hash_sri(root)
+    # and through a zip made by the real `zip -r -y`, hashed without unpacking
+    z = root.parent / "t.zip"
+    subprocess.run(["zip", "-q", "-r", "-y", str(z), "t"], cwd=root.parent, check=True)
+    with zipfile.ZipFile(z) as zf:
+        single_top = bool(zf.namelist())
+    if single_top:
+        assert nar_hash_zip(z) == nar_hash(root)

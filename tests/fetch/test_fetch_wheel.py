@@ -1,0 +1,140 @@
+"""--from-wheel: the torch wheel on this machine laid out as a libtorch tree that CMake builds
+against (the only source on Linux aarch64)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+from fetch_helpers import doctor_env, run_doctor, zinfo
+
+from doctor.fetch import wheel
+from doctor.fetch.install import read_install_record
+
+CMAKE = """cmake_minimum_required(VERSION 3.18)
+project(hello CXX)
+find_package(Torch REQUIRED)
+add_executable(hello hello.cpp)
+target_link_libraries(hello "${TORCH_LIBRARIES}")
+set_property(TARGET hello PROPERTY CXX_STANDARD 20)
+"""
+# c10 only: compiles in about a second, and c10::Device(std::string) is the symbol an ABI
+# mismatch breaks, so linking it proves the tree's ABI too.
+HELLO = """#include <c10/core/Device.h>
+#include <iostream>
+int main() {
+  c10::Device d("cpu");
+  std::cout << "device " << d.str() << std::endl;
+  return 0;
+}
+"""
+
+
+@pytest.mark.slow
+def test_from_wheel_installs_a_tree_that_cmake_builds_against(tmp_path):
+    dest = tmp_path / "libtorch"
+    r = run_doctor("fetch-libtorch", "--from-wheel", "--version", "2.13.0", "--variant", "cpu", "--dest", str(dest),
+                   "--lock", str(tmp_path / "libtorch.lock"), cwd=tmp_path, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "Installed libtorch 2.13.0+cpu (cxx11 ABI, linux-x86_64)" in r.stdout
+    rec = read_install_record(dest)
+    assert (rec["source"]["kind"], rec["abi"], rec["build_version"]) == ("wheel", "cxx11", "2.13.0+cpu")
+    assert rec["source"]["file"].startswith("torch-2.13.0+cpu-") and rec["source"]["file"].endswith(".whl")
+    assert (dest / "build-version").read_text() == "2.13.0+cpu\n"
+    assert sorted(p.name for p in dest.iterdir()) == [".ok", "build-hash", "build-version", "include", "lib",
+                                                      "share", "torch-doctor.json"]
+    assert "2.13.0/linux-x86_64/cpu/cxx11/wheel" in json.loads((tmp_path / "libtorch.lock").read_text())["libtorch"]
+
+    # doctor check sees it as 2.13.0 with the CXX11 ABI
+    check = run_doctor("check", "--json", cwd=tmp_path, env=doctor_env(LIBTORCH=str(dest)))
+    facts = json.loads(check.stdout)["facts"]["libtorch"]
+    found = [c for c in facts["candidates"] if c["root"] == str(dest)]
+    assert found and found[0]["version"] == "2.13.0" and found[0]["abi"] == "cxx11"
+
+    # and CMake's find_package(Torch) builds and runs a program against it
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "CMakeLists.txt").write_text(CMAKE)
+    (src / "hello.cpp").write_text(HELLO)
+    build = tmp_path / "build"
+    cfg = subprocess.run(["cmake", "-S", str(src), "-B", str(build), f"-DCMAKE_PREFIX_PATH={dest}"],
+                         capture_output=True, text=True, timeout=300)
+    assert cfg.returncode == 0, cfg.stdout + cfg.stderr
+    bld = subprocess.run(["cmake", "--build", str(build)], capture_output=True, text=True, timeout=300)
+    assert bld.returncode == 0, bld.stdout + bld.stderr
+    run = subprocess.run([str(build / "hello")], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and run.stdout.strip() == "device cpu", run.stdout + run.stderr
+
+    # fetching it again is a no-op
+    again = run_doctor("fetch-libtorch", "--from-wheel", "--version", "2.13.0", "--variant", "cpu", "--dest", str(dest),
+                       "--lock", str(tmp_path / "libtorch.lock"), cwd=tmp_path)
+    assert again.returncode == 0 and "already installed" in again.stdout
+
+
+def fake_wheel(path: Path, version_py: str, config: str | None = None) -> Path:
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(zinfo("torch/version.py", 0o100644), version_py)
+        zf.writestr(zinfo("torch/__init__.py", 0o100644), "")
+        zf.writestr(zinfo("torch/lib/libc10.so", 0o100755), b"\x7fELF")
+        zf.writestr(zinfo("torch/include/c10/core/Device.h", 0o100644), b"#pragma once\n")
+        zf.writestr(zinfo("torch/bin/torch_shm_manager", 0o100755), b"x")
+        if config is not None:
+            zf.writestr(zinfo("torch/share/cmake/Torch/TorchConfig.cmake", 0o100644), config)
+        zf.writestr(zinfo("torch-2.6.0.dist-info/RECORD", 0o100644), "")
+    return path
+
+
+def test_wheel_facts_from_real_version_py_text(tmp_path, wheel_root):
+    real = (wheel_root / "version.py").read_text()
+    with zipfile.ZipFile(fake_wheel(tmp_path / "w.whl", real)) as zf:
+        facts = wheel.read_wheel_facts(zf)
+    assert (facts.version, facts.base_version, facts.variant) == ("2.13.0+cpu", "2.13.0", "cpu")
+    assert facts.git_version and len(facts.git_version) == 40
+
+
+def test_pypi_style_wheel_variant_from_cuda_field_and_old_abi_from_config(tmp_path):
+    text = "__version__ = '2.6.0'\ndebug = False\ncuda: Optional[str] = '12.4'\ngit_version = 'abc'\nhip: Optional[str] = None\n"
+    config = 'set(TORCH_CXX_FLAGS "-D_GLIBCXX_USE_CXX11_ABI=0")\n'
+    with zipfile.ZipFile(fake_wheel(tmp_path / "w.whl", text, config)) as zf:
+        facts = wheel.read_wheel_facts(zf)
+    assert (facts.variant, facts.abi) == ("cu124", "pre-cxx11")
+
+
+def test_only_lib_include_share_become_the_tree():
+    assert wheel.tree_name("torch/lib/libc10.so") == "lib/libc10.so"
+    assert wheel.tree_name("torch/include/c10/core/Device.h") == "include/c10/core/Device.h"
+    assert wheel.tree_name("torch/share/cmake/Torch/TorchConfig.cmake") == "share/cmake/Torch/TorchConfig.cmake"
+    assert wheel.tree_name("torch/bin/torch_shm_manager") is None
+    assert wheel.tree_name("torch/nn/__init__.py") is None
+    assert wheel.tree_name("torch/library.py") is None  # "lib" prefix, but not the lib/ folder
+
+
+def test_wheel_of_the_wrong_variant_is_refused(tmp_path):
+    """pip honours the user's index: PyPI's default torch is a CUDA build; asking for cpu from it
+    must fail with the index to use, not install the wrong thing. A fake `pip` stands in."""
+    whl = fake_wheel(tmp_path / "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+                     "__version__ = '2.13.0'\ncuda: Optional[str] = '13.0'\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake_python = bin_dir / "python"
+    fake_python.write_text(f'#!/bin/sh\n# pip download ... -d DIR: copy the wheel there\nwhile [ $# -gt 0 ]; do '
+                           f'if [ "$1" = "-d" ]; then cp "{whl}" "$2/"; fi; shift; done\necho "Saved"\n')
+    fake_python.chmod(0o755)
+    from doctor.fetch.install import FetchOptions, fetch
+    from doctor.fetch.plan import FetchRequest, resolve_plan
+    from doctor.host import Host
+    from doctor.errors import DoctorError
+
+    host = Host.from_system()
+    host.python = str(fake_python)
+    plan = resolve_plan(host, FetchRequest(version="2.13.0", variant="cpu", from_wheel=True, dest=tmp_path / "d",
+                                           no_lock=True))
+    with pytest.raises(DoctorError) as err:
+        fetch(host, plan, FetchOptions(), lambda s: None)
+    assert "variant cu130), not the cpu variant" in err.value.message
+    assert "--index-url https://download.pytorch.org/whl/cpu" in err.value.hint
+    assert not (tmp_path / "d").exists()
+    assert [p.name for p in tmp_path.glob(".d.*")] == [".d.lock"]  # no staging tree, no wheel left
