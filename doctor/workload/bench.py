@@ -1,0 +1,410 @@
+"""`doctor bench`: GEMM throughput against a peak, dispatch overhead, eager versus compiled.
+
+Three sections, each per device, all in the JSON report:
+  gemm      GFLOP/s of an n×n matmul (float32; bfloat16 where the device does it natively
+            or at least can), against an estimated peak; far below it means a broken BLAS
+            or thread setting (field-notes: ~4 GFLOP/s where 500 was due).
+  dispatch  µs per tiny op: the fixed cost of every unbatched call.
+  compiled  the 512-256-128-2 MLP at batch 1 and 256: eager, torch.compile, TorchScript —
+            measured, since compiling can be slower as well as faster.
+torch is imported inside the functions only.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from doctor import __version__
+from doctor.host import Host
+from doctor.model import Area, Evidence, Finding, Level, Report
+from doctor.workload import require_torch
+from doctor.workload.cpu import (
+    bf16_native,
+    estimate_peak,
+    parse_cpuinfo,
+    parse_max_freq_khz,
+    parse_parallel_info,
+    parse_torch_config,
+)
+from doctor.workload.devices import device_name, select, synchronizer
+
+SLOW_FRACTION = 0.10  # best GEMM below this share of the estimated peak: something is misconfigured
+MLP_SIZES = [512, 256, 128, 2]
+MLP_BATCHES = [1, 256]
+
+# float32 lanes per SM by compute capability (CUDA programming guide, arithmetic throughput table).
+_FP32_PER_SM = {(5, 0): 128, (5, 2): 128, (5, 3): 128, (6, 0): 64, (6, 1): 128, (6, 2): 128, (7, 0): 64, (7, 2): 64,
+                (7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 7): 128, (8, 9): 128, (9, 0): 128}
+# dense bf16 tensor-core FLOP per clock per SM, where the data sheets make it unambiguous (A100, H100/H200).
+_BF16_PER_SM = {(8, 0): 2048, (9, 0): 4096}
+
+
+@dataclass(frozen=True)
+class Plan:
+    quick: bool
+    torch_compile: bool = True  # torch.compile costs seconds of compiling; CI may skip it
+
+    @property
+    def min_time(self) -> float:  # seconds of timed work per measurement
+        return 0.03 if self.quick else 0.1
+
+    @property
+    def rounds(self) -> int:
+        return 3 if self.quick else 5
+
+    def gemm_sizes(self, device: str) -> list[int]:
+        if device == "cpu":
+            return [64, 256, 512] if self.quick else [64, 128, 256, 512, 1024]
+        return [256, 1024, 4096] if self.quick else [256, 1024, 2048, 4096, 8192]
+
+
+def calibrate(fn: Callable[[], Any], sync: Callable[[], None], target: float, max_calls: int = 1_000_000) -> int:
+    """How many calls take about `target` seconds (after one warm-up call)."""
+    fn()
+    sync()
+    calls = 1
+    while True:
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        if time.perf_counter() - start >= target or calls >= max_calls:
+            return calls
+        calls = min(calls * 2, max_calls)
+
+
+def per_call(fn: Callable[[], Any], sync: Callable[[], None], calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    sync()
+    return (time.perf_counter() - start) / calls
+
+
+def best_time(fn: Callable[[], Any], sync: Callable[[], None], plan: Plan, max_calls: int = 1_000_000) -> tuple[float, int]:
+    """(fastest seconds per call over the plan's rounds, calls per round).
+
+    The fastest round, because other load on the machine only ever adds time: what the
+    device can do is what it did when left alone.
+    """
+    calls = calibrate(fn, sync, plan.min_time / plan.rounds, max_calls)
+    return min(per_call(fn, sync, calls) for _ in range(plan.rounds)), calls
+
+
+# -- gemm ---------------------------------------------------------------------------------
+
+
+def cpu_context(torch: Any, host: Host) -> dict[str, Any]:
+    """The CPU's peak estimate, BLAS and thread settings, with where each came from."""
+    info = parse_cpuinfo(host.read_text("/proc/cpuinfo") or "")
+    max_mhz = parse_max_freq_khz(host.read_text("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"))
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    peak = estimate_peak(info, usable, max_mhz)
+    config = parse_torch_config(torch.__config__.show())
+    parallel = parse_parallel_info(torch.__config__.parallel_info())
+    env = {k: host.env[k] for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS") if k in host.env}
+    return {
+        "name": info.model,
+        "usable_cpus": usable,
+        "threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
+        "thread_env": env,
+        "blas": config.get("blas_version") or config.get("blas", "unknown"),
+        "blas_info": config.get("blas", "unknown"),
+        "cpu_capability": config.get("cpu_capability", ""),
+        "parallel_backend": parallel.get("backend", ""),
+        "bf16_native": bf16_native(info),
+        "peak_gflops": peak.gflops if peak else {},
+        "peak_basis": peak.basis if peak else "unknown (no frequency or SIMD width in /proc/cpuinfo)",
+    }
+
+
+def gpu_context(torch: Any, device: str) -> dict[str, Any]:
+    props = torch.cuda.get_device_properties(device)
+    cc = (props.major, props.minor)
+    clock_mhz = (getattr(props, "clock_rate", 0) or 0) / 1000
+    peak: dict[str, float] = {}
+    basis = f"unknown for compute capability {cc[0]}.{cc[1]}"
+    lanes = _FP32_PER_SM.get(cc) or (128 if cc[0] >= 10 else None)
+    if lanes and clock_mhz:
+        peak["float32"] = round(props.multi_processor_count * lanes * 2 * clock_mhz / 1000, 1)
+        basis = (f"{props.multi_processor_count} SMs × {lanes} float32 lanes × 2 (FMA) × {clock_mhz:.0f} MHz "
+                 f"(compute capability {cc[0]}.{cc[1]})")
+        if cc in _BF16_PER_SM:
+            peak["bfloat16"] = round(props.multi_processor_count * _BF16_PER_SM[cc] * clock_mhz / 1000, 1)
+    bf16 = bool(torch.cuda.is_bf16_supported())
+    return {"name": props.name, "compute_capability": f"{cc[0]}.{cc[1]}", "sms": props.multi_processor_count,
+            "clock_mhz": clock_mhz, "bf16_native": bf16, "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+            "peak_gflops": peak, "peak_basis": basis}
+
+
+def gemm(torch: Any, device: str, plan: Plan, context: dict[str, Any]) -> dict[str, Any]:
+    sync = synchronizer(torch, device)
+    dtypes = ["float32"]
+    # bf16 "where supported": native on the GPU, or a CPU with bf16 dot instructions. An emulated
+    # bf16 GEMM on an older CPU says nothing about the environment and takes long.
+    if context.get("bf16_native") or device == "mps":
+        dtypes.append("bfloat16")
+    results = []
+    for dtype_name in dtypes:
+        dtype = getattr(torch, dtype_name)
+        for n in plan.gemm_sizes(device):
+            try:
+                a = torch.randn(n, n, device=device).to(dtype)
+                b = torch.randn(n, n, device=device).to(dtype)
+                seconds, calls = best_time(lambda: torch.mm(a, b), sync, plan, max_calls=100_000)
+            except Exception as exc:  # bf16 unsupported here after all, out of memory at 8192
+                results.append({"dtype": dtype_name, "n": n, "error": _first_line(exc)})
+                continue
+            results.append({"dtype": dtype_name, "n": n, "gflops": round(2 * n**3 / seconds / 1e9, 2),
+                            "us_per_call": round(seconds * 1e6, 2), "calls_per_round": calls})
+    best = {}
+    for r in results:
+        if "gflops" in r:
+            best[r["dtype"]] = max(best.get(r["dtype"], 0.0), r["gflops"])
+    fraction = {d: round(best[d] / p, 3) for d, p in context.get("peak_gflops", {}).items() if d in best and p}
+    return {"device": device, **context, "results": results, "best_gflops": best, "fraction_of_peak": fraction}
+
+
+def gemm_area(g: dict[str, Any]) -> Area:
+    device = g["device"]
+    name = f"gemm.{device}"
+    best32 = g["best_gflops"].get("float32")
+    peak32 = g["peak_gflops"].get("float32")
+    frac = g["fraction_of_peak"].get("float32")
+    parts = [f"best float32 {best32:.1f} GFLOP/s" if best32 is not None else "float32 failed"]
+    if frac is not None:
+        parts.append(f"{frac:.0%} of an estimated {peak32:.0f}")
+    if "bfloat16" in g["best_gflops"]:
+        parts.append(f"bfloat16 {g['best_gflops']['bfloat16']:.1f}")
+    details = [f"{r['dtype']} n={r['n']}: "
+               + (f"{r['gflops']:.1f} GFLOP/s ({r['us_per_call']:.0f} µs a call)" if "gflops" in r
+                  else f"failed: {r['error']}") for r in g["results"]]
+    details.append(f"peak estimate: {g['peak_basis']}")
+    if device == "cpu":
+        details.append(f"torch threads {g['threads']} (interop {g['interop_threads']}), usable CPUs {g['usable_cpus']}, "
+                       f"BLAS {g['blas']}, {g['parallel_backend']} backend, {g['cpu_capability']} kernels")
+    findings = []
+    if frac is not None and frac < SLOW_FRACTION:
+        why = (f"The best float32 GEMM reached {best32:.1f} GFLOP/s, {frac:.1%} of the {peak32:.0f} GFLOP/s "
+               f"estimated for this device ({g['peak_basis']}).")
+        if device == "cpu":
+            why += (f" torch uses {g['threads']} thread(s) of {g['usable_cpus']} usable CPUs"
+                    + (f" ({', '.join(f'{k}={v}' for k, v in g['thread_env'].items())})" if g["thread_env"] else "")
+                    + f"; BLAS: {g['blas']}.")
+        fix = ("check the thread settings (torch.set_num_threads, OMP_NUM_THREADS, MKL_NUM_THREADS) and that torch "
+               "uses an optimised BLAS (MKL or OpenBLAS, see torch.__config__.show()); other load on the machine "
+               "lowers it too" if device == "cpu" else
+               "check the GPU's clocks and power state (nvidia-smi -q -d CLOCK,PERFORMANCE) "
+               "and that nothing else runs on it")
+        findings.append(Finding("bench.gemm-slow", Level.WARNING, f"GEMM on {device} is far below its estimated peak",
+                                why, fix, name, [Evidence("derived", f"torch.mm float32 on {device}",
+                                                          f"{best32:.1f} GFLOP/s vs peak {peak32:.0f}")], device))
+    return Area(name, f"GEMM on {device} ({g['name']})", ", ".join(parts), details, findings)
+
+
+# -- dispatch -------------------------------------------------------------------------------
+
+
+def dispatch(torch: Any, device: str, plan: Plan) -> dict[str, Any]:
+    """The cost of one tiny op (adding four floats), and of the same work batched."""
+    sync = synchronizer(torch, device)
+    a = torch.ones(4, device=device)
+    b = torch.ones(4, device=device)
+    per_op, calls = best_time(lambda: torch.add(a, b), sync, plan)
+    big_a = torch.ones(4 * calls, device=device)
+    big_b = torch.ones(4 * calls, device=device)
+    batched, _ = best_time(lambda: torch.add(big_a, big_b), sync, plan)
+    return {"device": device, "op": "torch.add of two 4-element float32 tensors", "us_per_op": round(per_op * 1e6, 3),
+            "calls": calls, "batched_elements": 4 * calls, "batched_us": round(batched * 1e6, 2),
+            "batching_speedup": round(per_op * calls / batched, 1) if batched > 0 else None}
+
+
+def dispatch_area(d: dict[str, Any]) -> Area:
+    return Area(f"dispatch.{d['device']}", f"Dispatch overhead on {d['device']}",
+                f"{d['us_per_op']:.2f} µs per tiny op; the same work batched is {d['batching_speedup']:.0f}× faster",
+                [f"{d['op']}: {d['calls']} calls, {d['us_per_op']:.3f} µs each",
+                 f"one add of {d['batched_elements']} elements: {d['batched_us']:.1f} µs",
+                 "each unbatched op pays this fixed cost: batch small operations into large ones"])
+
+
+# -- eager vs compiled ------------------------------------------------------------------------
+
+
+def compiled(torch: Any, device: str, plan: Plan) -> dict[str, Any]:
+    """The MLP's forward pass eagerly, with torch.compile and with TorchScript (jit.trace)."""
+    import torchfn as fn
+
+    sync = synchronizer(torch, device)
+    model = fn.mlp(MLP_SIZES)
+    params = fn.to_device(model.init(fn.key(0)), device)
+
+    def eager(x: Any) -> Any:
+        return model(params, x)
+
+    out: dict[str, Any] = {"device": device, "model": f"torchfn mlp {'-'.join(map(str, MLP_SIZES))}, forward",
+                           "compile": {"ok": None, "error": "", "seconds": 0.0},
+                           "torchscript": {"ok": None, "error": "", "seconds": 0.0}, "results": []}
+    comp = None
+    if not plan.torch_compile:
+        out["compile"]["skipped"] = True
+    else:
+        try:
+            comp = torch.compile(eager, dynamic=False)
+        except Exception as exc:
+            out["compile"].update(ok=False, error=_first_line(exc))
+
+    def prepare(kind: str, make: Callable[[], Callable[[], Any]]) -> Callable[[], Any] | None:
+        """Build (compile, trace) and run once; a failure is recorded, never raised."""
+        if out[kind]["ok"] is False:
+            return None
+        start = time.perf_counter()
+        try:
+            run = make()
+            run()
+            sync()
+        except Exception as exc:
+            out[kind].update(ok=False, error=_first_line(exc))
+            return None
+        out[kind]["ok"] = True
+        out[kind]["seconds"] = round(out[kind]["seconds"] + time.perf_counter() - start, 2)
+        return run
+
+    # Contract checks are torchfn's, not the model's: timing them would flatter the compiled runs.
+    with fn.checks(False), torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # TorchScript's deprecation and tracer warnings
+        for batch in MLP_BATCHES:
+            x = torch.randn(batch, MLP_SIZES[0], device=device)
+            variants: dict[str, Callable[[], Any]] = {"eager": lambda: eager(x)}
+            if comp is not None:
+                run = prepare("compile", lambda: (lambda: comp(x)))
+                if run is not None:
+                    variants["compile"] = run
+            traced_run = prepare("torchscript", lambda: _traced(torch, eager, x))
+            if traced_run is not None:
+                variants["torchscript"] = traced_run
+            # Interleaved rounds, median per variant: load from elsewhere hits all of them alike.
+            calls = {k: calibrate(f, sync, plan.min_time / plan.rounds) for k, f in variants.items()}
+            times: dict[str, list[float]] = {k: [] for k in variants}
+            for _ in range(plan.rounds):
+                for k, f in variants.items():
+                    times[k].append(per_call(f, sync, calls[k]))
+            row: dict[str, Any] = {"batch": batch}
+            for k in variants:
+                row[f"{k}_us"] = round(statistics.median(times[k]) * 1e6, 2)
+            # > 1 means faster than eager.
+            for k in ("compile", "torchscript"):
+                if row.get(f"{k}_us"):
+                    row[f"{k}_speedup"] = round(row["eager_us"] / row[f"{k}_us"], 2)
+            out["results"].append(row)
+    return out
+
+
+def _traced(torch: Any, eager: Callable[[Any], Any], x: Any) -> Callable[[], Any]:
+    traced = torch.jit.trace(eager, (x,), check_trace=False)
+    return lambda: traced(x)
+
+
+def compiled_area(c: dict[str, Any]) -> Area:
+    device = c["device"]
+    name = f"compiled.{device}"
+    parts, details = [], []
+    for row in c["results"]:
+        bits = [f"eager {row['eager_us']:.0f} µs"]
+        for kind, label in (("compile", "torch.compile"), ("torchscript", "TorchScript")):
+            if f"{kind}_speedup" in row:
+                bits.append(f"{label} {row[f'{kind}_us']:.0f} µs ({row[f'{kind}_speedup']:.2f}×)")
+        parts.append(f"batch {row['batch']}: " + ", ".join(bits))
+    details.append(f"{c['model']}; speedup = eager time / compiled time (below 1: slower than eager)")
+    findings = []
+    for kind, label in (("compile", "torch.compile"), ("torchscript", "TorchScript (torch.jit.trace)")):
+        info = c[kind]
+        if info.get("skipped"):
+            details.append(f"{label}: skipped (--no-compile)")
+        elif info["ok"]:
+            details.append(f"{label}: first calls (compiling) took {info['seconds']:.1f} s")
+        elif info["ok"] is False:
+            details.append(f"{label} failed: {info['error']}")
+            fix = ("install a C++ compiler (g++ or clang++) or point CXX at one: torch.compile's CPU backend builds C++"
+                   if "compiler" in info["error"].lower() else
+                   "see the error; torchfn's fit(compile=True) falls back to eager on such machines")
+            findings.append(Finding("bench.compile-failed", Level.WARNING, f"{label} does not work on {device}",
+                                    info["error"], fix, name,
+                                    [Evidence("derived", f"{label} of the MLP on {device}", info["error"])],
+                                    subject=f"{kind}:{device}"))
+    return Area(name, f"Eager vs compiled on {device}", "; ".join(parts), details, findings)
+
+
+# -- the report --------------------------------------------------------------------------------
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else ""
+    line = f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+def bench_report(choice: str = "all", quick: bool = False, torch_compile: bool = True, host: Host | None = None,
+                 env: Mapping[str, str] | None = None) -> Report:
+    torch = require_torch("bench")
+    host = host or Host.from_system()
+    plan = Plan(quick, torch_compile)
+    devices, missing, status = select(torch, choice, dict(env if env is not None else host.env))
+    sections: dict[str, list[dict[str, Any]]] = {"gemm": [], "dispatch": [], "compiled": []}
+    areas: list[Area] = []
+    for device in devices:
+        context = cpu_context(torch, host) if device == "cpu" else (
+            gpu_context(torch, device) if device.startswith("cuda") else
+            {"name": device_name(torch, device), "bf16_native": True, "peak_gflops": {}, "peak_basis": "unknown for MPS"})
+        g = gemm(torch, device, plan, context)
+        d = dispatch(torch, device, plan)
+        c = compiled(torch, device, plan)
+        sections["gemm"].append(g)
+        sections["dispatch"].append(d)
+        sections["compiled"].append(c)
+        areas += [gemm_area(g), dispatch_area(d), compiled_area(c)]
+    for m in missing:
+        areas.append(Area(f"bench.{m.kind}", f"Benchmarks on {m.kind}", f"not available: {m.title}", [m.detail],
+                          [m.finding(f"bench.{m.kind}")]))
+    facts = {"torch_version": torch.__version__, "device_status": status, "quick": quick,
+             "torch_compile": torch_compile}
+    return Report("bench", facts, areas, doctor_version=__version__, extra=sections)
+
+
+def plot(report: Report, path: str) -> None:
+    """Draw the GEMM sweep (GFLOP/s against n, one line per device and dtype, peaks dashed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed; must precede pyplot
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for g in report.extra.get("gemm", []):
+        for dtype in sorted({r["dtype"] for r in g["results"]}):
+            pts = [(r["n"], r["gflops"]) for r in g["results"] if r["dtype"] == dtype and "gflops" in r]
+            if not pts:
+                continue
+            line, = ax.plot(*zip(*pts), marker="o", label=f"{g['device']} {dtype}")
+            peak = g["peak_gflops"].get(dtype)
+            if peak:
+                ax.axhline(peak, linestyle="--", color=line.get_color(), alpha=0.6,
+                           label=f"{g['device']} {dtype} estimated peak")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("matrix size n (n×n @ n×n)")
+    ax.set_ylabel("GFLOP/s")
+    ax.set_title(f"doctor bench: GEMM, torch {report.facts.get('torch_version', '')}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=120)
+    finally:
+        plt.close(fig)

@@ -1,0 +1,135 @@
+"""Shape, dtype and device contracts: a broken one names the dimension and where it came from."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+import torchfn as fn
+from torchfn.contracts import parse
+
+
+def test_wrong_input_width_names_the_dimension():
+    model = fn.mlp([4, 16, 3])
+    params = model.init(0)
+    with pytest.raises(fn.ContractError) as err:
+        model(params, torch.randn(8, 3))
+    message = str(err.value)
+    assert "dimension 'd_in' of x is 3" in message
+    assert "params['weight'] has d_in = 4" in message
+    assert "(8, 3)" in message and "(16, 4)" in message
+
+
+def test_batch_dimensions_bound_across_arguments_are_compared():
+    @fn.contract(x="*batch n", y="*batch n")
+    def add(x, y):
+        return x + y
+
+    assert add(torch.ones(2, 3, 4), torch.ones(2, 3, 4)).shape == (2, 3, 4)
+    with pytest.raises(fn.ContractError, match=r"dimensions 'batch' of y is \(2, 5\), but x has batch = \(2, 3\)"):
+        add(torch.ones(2, 3, 4), torch.ones(2, 5, 4))
+
+
+def test_rank_fixed_sizes_and_the_result_are_checked():
+    @fn.contract(x="n 3", returns="n")
+    def norms(x):
+        return x.norm(dim=-1)
+
+    with pytest.raises(fn.ContractError, match=r"x has 1 dimension \(3,\), expected 2"):
+        norms(torch.ones(3))
+    with pytest.raises(fn.ContractError, match="axis 1 of x must be 3, got 4"):
+        norms(torch.ones(2, 4))
+
+    @fn.contract(x="n 3", returns="n")
+    def wrong(x):
+        return x
+
+    with pytest.raises(fn.ContractError, match="the result has 2 dimensions"):
+        wrong(torch.ones(2, 3))
+
+
+def test_dtype_and_device_mismatches_are_named():
+    layer = fn.linear(4, 2)
+    params = layer.init(0)
+    with pytest.raises(fn.ContractError, match="x is float64 but params\\['weight'\\] is float32"):
+        layer(params, torch.ones(1, 4, dtype=torch.float64))
+    # The meta device is a real second device that needs no hardware.
+    with pytest.raises(fn.ContractError, match="x is on meta but params\\['weight'\\] is on cpu"):
+        layer(params, torch.ones(1, 4, device="meta"))
+
+
+def test_conv_kernel_size_is_a_fixed_dimension():
+    conv = fn.conv2d(2, 4, 3)
+    params = conv.init(0)
+    params = {**params, "weight": torch.zeros(4, 2, 5, 5)}
+    with pytest.raises(fn.ContractError, match=r"axis 2 of params\['weight'\] must be 3, got 5"):
+        conv(params, torch.zeros(1, 2, 8, 8))
+
+
+def test_jaxtyping_annotations_are_checked_with_our_messages():
+    @fn.contract()
+    def project(x: Float[Tensor, "batch d"], w: Float[Tensor, "d k"]) -> Float[Tensor, "batch k"]:
+        return x @ w
+
+    assert project(torch.ones(2, 3), torch.ones(3, 5)).shape == (2, 5)
+    with pytest.raises(fn.ContractError, match="dimension 'd' of w is 4, but x has d = 3"):
+        project(torch.ones(2, 3), torch.ones(4, 5))
+    with pytest.raises(fn.ContractError, match="x has dtype int64, expected one of"):
+        project(torch.ones(2, 3, dtype=torch.int64), torch.ones(3, 5))
+
+
+def test_missing_params_entries_are_named():
+    layer = fn.linear(4, 2)
+    with pytest.raises(fn.ContractError, match="params has no entry 'weight'"):
+        layer({"bias": torch.zeros(2)}, torch.ones(1, 4))
+
+
+def test_checks_can_be_switched_off_for_hot_loops():
+    layer = fn.linear(4, 2)
+    params = layer.init(0)
+    with fn.checks(False):
+        assert not fn.checks_enabled()
+        with pytest.raises(RuntimeError):  # torch's own, less helpful, error
+            layer(params, torch.ones(1, 3))
+    assert fn.checks_enabled()
+
+
+def test_contracts_hold_under_vmap_and_grad():
+    model = fn.mlp([3, 5, 1])
+    params = model.init(0)
+    xs = torch.randn(7, 3)
+
+    def loss(p, x):
+        return model(p, x).sum()
+
+    per_example = fn.vmap(fn.grad(loss), in_dims=(None, 0))(params, xs)
+    assert per_example["0"]["weight"].shape == (7, 5, 3)
+    summed = fn.grad(lambda p: sum(loss(p, x) for x in xs))(params)
+    assert torch.allclose(per_example["0"]["weight"].sum(0), summed["0"]["weight"], atol=1e-6)
+
+
+@pytest.mark.parametrize("text, error", [
+    ("a ... *b", "at most one variadic"),
+    ("a b-1", "not supported"),
+    ("*1x", "is not a name"),
+])
+def test_unsupported_shape_strings_fail_when_declared(text, error):
+    with pytest.raises(ValueError, match=error):
+        parse(text)
+
+
+def test_a_contract_on_an_unknown_argument_fails_when_declared():
+    with pytest.raises(TypeError, match="has no argument 'z'"):
+        fn.contract(z="n")(lambda x: x)
+
+
+def test_params_in_any_mapping_are_checked_the_same():
+    from types import MappingProxyType
+
+    layer = fn.linear(4, 2)
+    params = MappingProxyType(layer.init(0))
+    assert layer(params, torch.ones(1, 4)).shape == (1, 2)
+    with pytest.raises(fn.ContractError, match="dimension 'd_in' of x is 3"):
+        layer(params, torch.ones(1, 3))
