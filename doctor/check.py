@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -21,7 +20,7 @@ ENV_KEYS = (
 )
 
 
-def gather_facts(host: Host) -> dict:
+def gather_facts(host: Host, backend: str | None = None) -> dict:
     """Every probe, independent ones in parallel. Keys are the JSON `facts` sections."""
     from doctor.probe.libtorch import detect_libtorch, libtorch_home
     from doctor.probe.loader import detect_loader, read_ld_cache
@@ -35,7 +34,7 @@ def gather_facts(host: Host) -> dict:
 
     ld_cache = read_ld_cache(host)
     with ThreadPoolExecutor(max_workers=4) as pool:
-        gpu = pool.submit(_detect_gpus, host)
+        gpu = pool.submit(_detect_gpus, host, backend)
         toolchain = pool.submit(detect_toolchain, host)
         system = pool.submit(detect_system, host, ld_cache, str(libtorch_home(host)))
         python, libtorch = torch_and_libtorch()
@@ -67,12 +66,10 @@ def _guarded(future, name: str, crashed: dict[str, str]):
         return None
 
 
-def _detect_gpus(host: Host):
-    if importlib.util.find_spec("doctor.probe.gpu") is None:
-        return None
+def _detect_gpus(host: Host, backend: str | None):
     from doctor.probe.gpu import detect_gpus
 
-    return detect_gpus(host)
+    return detect_gpus(host, backend=backend)
 
 
 def build_areas(facts: dict, host: Host) -> list[Area]:
@@ -111,8 +108,8 @@ def requirements_area(requirements: Sequence, facts: dict) -> Area:
 
 
 def run_check(host: Host, requirements: Sequence = (), strict: bool = False, policy=None,
-              build: str | None = None) -> Report:
-    facts = gather_facts(host)
+              build: str | None = None, backend: str | None = None) -> Report:
+    facts = gather_facts(host, backend)
     areas = build_areas(facts, host)
     if build:
         from doctor.buildcheck import build_check

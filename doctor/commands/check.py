@@ -15,8 +15,10 @@ from doctor.commands._output import print_report, report_options
               help="Also compile and run a tiny program against the active libtorch with only the environment "
               "`doctor emit` writes: a c10-only probe (about a second), or --build=full (<torch/torch.h> and a "
               "tensor op). A failed build is explained.")
+@click.option("--backend", metavar="cpu|cuXYZ|rocmX.Y", default=None,
+              help="Recommend this variant instead of detecting one (also DOCTOR_GPU_BACKEND).")
 @report_options
-def command(requires: tuple[str, ...], build: str | None, fmt: str | None, as_json: bool, verbose: int, color: str,
+def command(requires: tuple[str, ...], build: str | None, backend: str | None, fmt: str | None, as_json: bool, verbose: int, color: str,
             strict: bool) -> int:
     """Detect libtorch installs, the Python torch, the toolchain, the loader's view and GPUs.
 
@@ -29,10 +31,14 @@ def command(requires: tuple[str, ...], build: str | None, fmt: str | None, as_js
     from doctor.requirements import parse_requirement
 
     host = Host.from_system()
+    if backend:
+        from doctor.recommend import validate_backend
+
+        backend = validate_backend(backend, "--backend")
     policy = _load_policy(host)
     texts = [*getattr(policy, "requirements", ()), *requires]
     requirements = [parse_requirement(t) for t in texts]
-    report = run_check(host, requirements, strict=strict, policy=policy, build=build)
+    report = run_check(host, requirements, strict=strict, policy=policy, build=build, backend=backend)
     return print_report(report, fmt, as_json, verbose, color)
 
 

@@ -62,7 +62,7 @@ def detect_xpu(pci: list[PciDevice]) -> XpuFacts:
     return facts
 
 
-def detect_gpus(host: Host, recommend: bool = True) -> GpuFacts:
+def detect_gpus(host: Host, recommend: bool = True, backend: str | None = None) -> GpuFacts:
     from doctor.probe.loader import read_ld_cache
 
     start = time.monotonic()
@@ -78,7 +78,7 @@ def detect_gpus(host: Host, recommend: bool = True) -> GpuFacts:
     if recommend:
         from doctor.recommend import recommend_variant
 
-        facts.recommended = recommend_variant(host, None, facts)
+        facts.recommended = recommend_variant(host, None, facts, backend=backend)
     facts.seconds = round(time.monotonic() - start, 3)
     return facts
 

@@ -114,3 +114,12 @@ def test_check_build_passes_here_and_fails_on_the_old_abi():
     build_ids = [f["id"] for f in report["findings"] if f["area"] == "build"]
     assert build_ids == ["abi.mismatch"]
     assert "-D_GLIBCXX_USE_CXX11_ABI=1" in next(f["fix"] for f in report["findings"] if f["area"] == "build")
+
+
+def test_backend_option_overrides_the_recommendation_and_rejects_nonsense():
+    result = doctor_subprocess("check", "--json", "--backend", "cu130")
+    recommended = json.loads(result.stdout)["facts"]["gpu"]["recommended"]
+    assert recommended["variant"] == "cu130" and recommended["source"] == "override"
+    assert any("--backend=cu130" in r for r in recommended["reasons"])
+    bad = doctor_subprocess("check", "--backend", "cu99x")
+    assert bad.returncode == 2 and "--backend='cu99x' is not a backend" in bad.stderr
