@@ -40,30 +40,30 @@ def gather_facts(host: Host, backend: str | None = None) -> dict:
         python, libtorch = torch_and_libtorch()
         active = libtorch.active_install
         loader = detect_loader(host, active.lib_dir if active and active.exists else None, ld_cache)
-        crashed: dict[str, str] = {}
+        gpu_facts, gpu_error = _guarded(gpu)
         facts = {
             "system": system.result(),
             "python_torch": python,
             "libtorch": libtorch,
             "loader": loader,
             "toolchain": toolchain.result(),
-            "gpu": _guarded(gpu, "gpu", crashed),
+            "gpu": gpu_facts,
             "env": {k: host.env[k] for k in ENV_KEYS if k in host.env},
         }
-        if crashed:
-            facts["crashed_probes"] = crashed
+        if gpu_error:
+            facts["gpu_error"] = gpu_error
         return facts
 
 
-def _guarded(future, name: str, crashed: dict[str, str]):
-    """An optional probe that raises loses its area, not the whole report (see probe.failed)."""
+def _guarded(future) -> tuple[object, str | None]:
+    """The GPU probes talk to drivers and vendor tools in many states; a bug there costs the GPU
+    area (a probe.failed warning), not the libtorch report people came for."""
     try:
-        return future.result()
+        return future.result(), None
     except DoctorError:  # bad user input (an override variable): the one-line error, not a "bug"
         raise
-    except Exception as exc:  # a bug in that probe: report it and carry on
-        crashed[name] = f"{type(exc).__name__}: {exc}"
-        return None
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}"
 
 
 def _detect_gpus(host: Host, backend: str | None):
@@ -86,15 +86,15 @@ def build_areas(facts: dict, host: Host) -> list[Area]:
         loader_area(facts["loader"]),
         toolchain_area(facts["toolchain"], libtorch.active_install),
     ]
-    for name, error in facts.get("crashed_probes", {}).items():
-        areas.append(Area(name, name.upper() if len(name) <= 3 else name.title(), "could not be determined", [], [
-            Finding("probe.failed", Level.WARNING, f"the {name} probe failed: {error}",
-                    detail="This is a bug in torch-doctor; the rest of the report stands.",
-                    fix="please report it with `doctor check --json`", area=name)]))
     if facts["gpu"] is not None:
         from doctor.diagnose.gpu import gpu_area
 
         areas.append(gpu_area(facts["gpu"], libtorch, facts["python_torch"], host))
+    else:
+        failed = Finding("probe.failed", Level.WARNING, f"the GPU probe failed: {facts.get('gpu_error')}",
+                         detail="This is a bug in torch-doctor; the rest of the report stands.",
+                         fix="please report it with `doctor check --json`", area="gpu")
+        areas.append(Area("gpu", "GPU", "could not be determined", findings=[failed]))
     return areas
 
 

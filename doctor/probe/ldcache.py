@@ -37,16 +37,3 @@ def _cstr(data: bytes, offset: int) -> str:
         return ""
     return data[offset:end].decode("utf-8", "replace")
 
-
-def parse_ld_so_conf(text: str) -> tuple[list[str], list[str]]:
-    """(directories, include globs) from an ld.so.conf file."""
-    dirs, includes = [], []
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        if line.startswith("include"):
-            includes.extend(line.split()[1:])
-        elif not line.startswith("hwcap"):
-            dirs.append(line)
-    return dirs, includes

@@ -201,11 +201,11 @@ def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evide
     )
     if not install.exists:
         return install
-    libs = ["c10", "torch", "torch_cpu", "torch_cuda", "c10_cuda", "torch_hip", "c10_hip"]
-    install.libraries = [name for name in map(lambda s: _lib_name(host, s), libs) if host.exists(PurePath(lib_dir) / name)]
+    stems = ("c10", "torch", "torch_cpu", "torch_cuda", "c10_cuda", "torch_hip", "c10_hip")
+    names = (_lib_name(host, stem) for stem in stems)
+    install.libraries = [name for name in names if host.exists(PurePath(lib_dir) / name)]
     c10 = PurePath(lib_dir) / _lib_name(host, "c10")
-    install.complete = host.is_file(PurePath(include) / "torch/script.h") or host.is_dir(PurePath(include) / "torch")
-    install.complete = install.complete and host.exists(c10)
+    install.complete = host.is_dir(PurePath(include) / "torch") and host.exists(c10)
 
     for label, rel in VERSION_FILES.items():
         path = p / rel

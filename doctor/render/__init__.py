@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import importlib
-from typing import Protocol
 
 from doctor.model import Report
 
-# format -> module with `render(report, options) -> str`
+# format -> module with `render(report, verbose=0, color=False) -> str`
 FORMATS = {
     "text": "doctor.render.text",
     "json": "doctor.render.json",
@@ -15,11 +14,6 @@ FORMATS = {
     "junit": "doctor.render.junit",
     "markdown": "doctor.render.markdown",
 }
-
-
-class Options(Protocol):
-    verbose: int
-    color: bool
 
 
 def render(report: Report, fmt: str, *, verbose: int = 0, color: bool = False) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from hypothesis import given, strategies as st
 
-from doctor.probe.ldcache import parse_ld_so_cache, parse_ld_so_conf
+from doctor.probe.ldcache import parse_ld_so_cache
 from doctor.probe.system import newest_symbol_versions, parse_cpuinfo, parse_meminfo
 from doctor.probe.toolchain import parse_cmake_version, parse_compiler_version, parse_flags, parse_nvcc_version
 from doctor.probe.versions import (
@@ -133,11 +133,6 @@ def test_ld_so_cache_matches_ldconfig():
     assert len(pairs) == sum(len(v) for v in parsed.values())
     for left, path in pairs[:50]:
         assert path.strip() in parsed[left.split()[0]]
-
-
-def test_ld_so_conf():
-    dirs, includes = parse_ld_so_conf("# comment\ninclude /etc/ld.so.conf.d/*.conf\n/usr/local/lib\n\n")
-    assert dirs == ["/usr/local/lib"] and includes == ["/etc/ld.so.conf.d/*.conf"]
 
 
 def test_newest_glibcxx_of_system_libstdcxx():
