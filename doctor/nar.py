@@ -130,10 +130,6 @@ class NarWriter:
         self._done = True
 
 
-def split(name: str) -> Path_:
-    return tuple(os.fsencode(part) for part in name.split("/") if part)
-
-
 # -- trees on disk --
 
 

@@ -160,7 +160,8 @@ def recommend_variant(host: Host, version: str | None = None, gpu=None, *, backe
     return Recommendation("cpu", version, reasons, "policy", considered, evidence)
 
 
-def _cuda_sorted(variants: list[str]) -> list[str]:
+def cuda_sorted(variants: list[str]) -> list[str]:
+    """The CUDA variants among `variants`, newest CUDA first."""
     cuda = [v for v in variants if cuda_of_variant(v)]
     return sorted(cuda, key=lambda v: version_tuple(cuda_of_variant(v) or "0"), reverse=True)
 
@@ -179,7 +180,7 @@ def _pick_cuda(host: Host, version: str, gpu, published: list[str], reasons: lis
         cuda = f", supports CUDA {nv.driver_cuda_version} ({nv.driver_cuda_source})" if nv.driver_cuda_version else ""
         reasons.append(f"{what} ({nv.driver_version_source or 'version unknown'}){cuda}")
     fitting: list[tuple[str, object, object]] = []  # (variant, driver verdict, arch list), newest first
-    for variant in _cuda_sorted(published):
+    for variant in cuda_sorted(published):
         cuda = cuda_of_variant(variant) or ""
         verdict = driver_verdict(cuda, nv.driver_version, nv.driver_cuda_version, nv.driver_platform)
         if verdict.status == "too-old":
@@ -224,7 +225,8 @@ def _pick_cuda(host: Host, version: str, gpu, published: list[str], reasons: lis
     return None
 
 
-def _rocm_sorted(variants: list[str]) -> list[str]:
+def rocm_sorted(variants: list[str]) -> list[str]:
+    """The ROCm variants among `variants`, newest ROCm first."""
     rocm = [v for v in variants if v.startswith("rocm")]
     return sorted(rocm, key=lambda v: version_tuple(v[4:]), reverse=True)
 
@@ -233,7 +235,7 @@ def _pick_rocm(version: str, gpu, published: list[str], reasons: list[str], cons
     targets = sorted({g.gfx for g in gpu.amd.gpus})
     reasons.append(f"{len(gpu.amd.gpus)} AMD GPU{'s' * (len(gpu.amd.gpus) != 1)} ({', '.join(targets)}) with /dev/kfd access")
     unknown: str | None = None
-    for variant in _rocm_sorted(published):
+    for variant in rocm_sorted(published):
         row = gfx_list(variant)
         if row is None:
             considered.append(Considered(variant, True, "its gfx list is not in the catalog (not checked)"))

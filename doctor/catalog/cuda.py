@@ -140,8 +140,8 @@ def variant_of_cuda(cuda: str) -> str:
     return f"cu{major}{minor}"
 
 
-def driver_floor(cuda: str, platform: str = "linux") -> DriverFloor | None:
-    """The floor row for a CUDA version ("12.6"), or None when the table has no line for it."""
+def driver_floor(cuda: str) -> DriverFloor | None:
+    """The floor row (both platforms) for a CUDA version ("12.6"), or None when the table has no line for it."""
     for row in DRIVER_FLOORS:
         if compare_versions(row.first, cuda) <= 0 <= compare_versions(row.last, cuda):
             return row
@@ -149,6 +149,7 @@ def driver_floor(cuda: str, platform: str = "linux") -> DriverFloor | None:
 
 
 def floor_driver(cuda: str, platform: str = "linux") -> str | None:
+    """The oldest driver that runs CUDA `cuda` on "linux" or "windows"."""
     row = driver_floor(cuda)
     if row is None:
         return None

@@ -5,10 +5,11 @@ from __future__ import annotations
 import click
 
 from doctor.commands._output import print_report, report_options
+from doctor.workload.devices import CHOICES
 
 
 @click.command("bench")
-@click.option("--device", type=click.Choice(["cpu", "cuda", "mps", "all"]), default="all", show_default=True,
+@click.option("--device", type=click.Choice(CHOICES), default="all", show_default=True,
               help="Which devices to measure.")
 @click.option("--quick", is_flag=True, help="Fewer sizes and shorter timings, for CI (with --no-compile: a few seconds).")
 @click.option("--compile/--no-compile", "torch_compile", default=True, show_default=True,

@@ -15,8 +15,12 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from doctor.host import Host
 
 KEY_FORMAT = 1
 
@@ -38,7 +42,7 @@ class KeyParts:
         return "-".join(p for p in readable if p)
 
 
-def resolve(host, version: str | None = None, variant: str | None = None, abi: str | None = None,
+def resolve(host: Host, version: str | None = None, variant: str | None = None, abi: str | None = None,
             platform: str | None = None, from_wheel: bool = False, unlisted: bool = False) -> KeyParts:
     """The parts of the key: flags first, the fetch plan for the rest (UsageError when impossible)."""
     from doctor.errors import UsageError

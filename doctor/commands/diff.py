@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import click
 
+from doctor import __version__
 from doctor.commands._output import print_report, report_options
 from doctor.errors import UsageError
-from doctor.model import Area, Evidence, Finding, Level, Report
+from doctor.model import SCHEMA_VERSION, Area, Evidence, Finding, Level, Report
 
 
 @dataclass(frozen=True)
@@ -164,18 +166,19 @@ def system_facts(facts: dict) -> Iterator[Fact]:
                    brief=key in ("distribution", "machine", "glibc"))
 
 
-def env_facts(facts: dict, other: dict) -> Iterator[Fact]:
-    names = sorted(set(facts.get("env") or {}) | set(other.get("env") or {}))
-    for name in names:
-        yield Fact("env", name, f"facts.env.{name}", show((facts.get("env") or {}).get(name)), Level.WARNING)
+def env_facts(facts: dict) -> Iterator[Fact]:
+    # A variable set on one side only is compared with "none" on the other (see `compare`).
+    env = facts.get("env") or {}
+    for name in sorted(env):
+        yield Fact("env", name, f"facts.env.{name}", show(env[name]), Level.WARNING)
 
 
-def collect(facts: dict, other: dict) -> list[Fact]:
-    producers: list[Callable[[dict], Iterator[Fact]]] = [
-        libtorch_facts, torch_facts, gpu_facts, toolchain_facts, loader_facts, system_facts,
-    ]
-    out = [fact for produce in producers for fact in produce(facts)]
-    return out + list(env_facts(facts, other))
+PRODUCERS = (libtorch_facts, torch_facts, gpu_facts, toolchain_facts, loader_facts, system_facts, env_facts)
+
+
+def collect(facts: dict) -> dict[tuple[str, str], Fact]:
+    """The comparable facts of one report, keyed by (area, label)."""
+    return {(fact.area, fact.label): fact for produce in PRODUCERS for fact in produce(facts)}
 
 
 # -- comparing --
@@ -189,10 +192,8 @@ class Input:
 
 def load_report(name: str) -> Input:
     """A `doctor check --json` report from a file (or `-` for stdin), or a UsageError naming it."""
-    from doctor.model import SCHEMA_VERSION
-
     try:
-        text = sys.stdin.read() if name == "-" else open(name, encoding="utf-8").read()
+        text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"{name}: cannot read: {exc.strerror or exc}") from None
     try:
@@ -215,26 +216,22 @@ def load_report(name: str) -> Input:
 
 
 def compare(a: Input, b: Input) -> Report:
-    facts_a, facts_b = a.data["facts"], b.data["facts"]
-    left = _collect(a, b)
-    right = {(f.area, f.label): f for f in _collect(b, a)}
-    values_a = {(f.area, f.label): f.value for f in left}
+    """A `diff` report: one finding per fact whose value differs, plus problems only one side has."""
+    left, right = _collect(a), _collect(b)
     findings: dict[str, list[Finding]] = {area: [] for area in AREAS}
     differences = []
-    for fact in left + [f for key, f in right.items() if key not in values_a]:
-        key = (fact.area, fact.label)
-        va, vb = values_a.get(key, NONE), right[key].value if key in right else NONE
+    for key in left | right:  # A's facts in A's order, then those only B has
+        fact = left.get(key) or right[key]
+        va, vb = (side[key].value if key in side else NONE for side in (left, right))
         if va == vb:
             continue
         differences.append({"area": fact.area, "fact": fact.label, "a": va, "b": vb, "level": fact.level.value})
-        findings[fact.area].append(_finding(fact, va, vb, a, b, facts_a))
+        findings[fact.area].append(_finding(fact, va, vb, a, b))
     findings["results"] = _result_changes(a, b)
     areas = []
     for name, title in AREAS.items():
-        same = [f.summary for f in left if f.area == name and f.brief and f.value != NONE]
+        same = [f.summary for f in left.values() if f.area == name and f.brief and f.value != NONE]
         areas.append(Area(name, title, _summary(findings[name], same), findings=findings[name]))
-    from doctor import __version__
-
     return Report(
         "diff",
         {
@@ -247,9 +244,9 @@ def compare(a: Input, b: Input) -> Report:
     )
 
 
-def _collect(report: Input, other: Input) -> list[Fact]:
+def _collect(report: Input) -> dict[tuple[str, str], Fact]:
     try:
-        return collect(report.data["facts"], other.data["facts"])
+        return collect(report.data["facts"])
     except (AttributeError, TypeError, ValueError) as exc:  # hand-edited or truncated: say which file
         raise UsageError(f"{report.name}: the facts are not in the shape `doctor check --json` writes ({exc})") from None
 
@@ -294,9 +291,10 @@ def _result_changes(a: Input, b: Input) -> list[Finding]:
     return out
 
 
-def _finding(fact: Fact, va: str, vb: str, a: Input, b: Input, facts_a: dict) -> Finding:
+def _finding(fact: Fact, va: str, vb: str, a: Input, b: Input) -> Finding:
     fix = ""
-    if fact.fix:
+    if fact.fix:  # the fix brings B to what A has, so its placeholders are A's values
+        facts_a = a.data["facts"]
         active = _get(facts_a, "libtorch", "candidates", _get(facts_a, "libtorch", "active")) or {}
         torch = facts_a.get("python_torch") or {}
         fix = fact.fix.format(version=active.get("version") or "<version>", variant=active.get("variant") or "<variant>",

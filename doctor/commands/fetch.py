@@ -5,10 +5,16 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from doctor.catalog.releases import ABIS, CHANNELS, PLATFORMS
+from doctor.emit import FORMATS
+
+if TYPE_CHECKING:
+    from doctor.fetch.install import Outcome
+    from doctor.fetch.plan import Plan
 
 EPILOG = """\b
 Examples:
@@ -59,7 +65,7 @@ Examples:
 @click.option("--dry-run", is_flag=True, help="Print the plan (URL, file, ABI, destination) and stop.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan or result as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
-@click.option("--emit", "emit_fmt", type=click.Choice(["setenv", "github", "nix", "cabal", "cargo", "cmake"]),
+@click.option("--emit", "emit_fmt", type=click.Choice(list(FORMATS)),
               default=None, help="After installing, print this environment (doctor emit FORMAT) on stdout; "
               "everything else goes to stderr.")
 def command(version, variant, abi, platform, debug, channel, url, archive, from_wheel, index_url, mirror,
@@ -122,7 +128,7 @@ def _label(record: dict) -> str:
     return f"libtorch {v} ({', '.join(b for b in bits if b)})"
 
 
-def _outcome_text(plan, outcome) -> str:
+def _outcome_text(plan: Plan, outcome: Outcome) -> str:
     rec = outcome.record
     lines = []
     lock_line = None
@@ -148,7 +154,7 @@ def _outcome_text(plan, outcome) -> str:
     return "\n".join(lines)
 
 
-def _plan_text(plan) -> str:
+def _plan_text(plan: Plan) -> str:
     d = plan.describe()
     rows = [("version", d["version"] or "(nightly: known once unpacked)"), ("variant", d["variant"]),
             ("ABI", d["abi"] or "n/a"), ("platform", d["platform"] + (" (debug)" if d["debug"] else "")),

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
-
 import click
 
 from doctor.commands._output import print_report, report_options
+from doctor.workload.devices import CHOICES
 
 
 @click.command("smoke")
-@click.option("--device", type=click.Choice(["cpu", "cuda", "mps", "all"]), default="all", show_default=True,
+@click.option("--device", type=click.Choice(CHOICES), default="all", show_default=True,
               help="Where to train: one kind of device, or every one this torch can use.")
 @click.option("--steps", type=click.IntRange(5, 100_000), default=60, show_default=True,
               help="Training steps per device.")
@@ -18,8 +17,9 @@ from doctor.commands._output import print_report, report_options
 def command(device: str, steps: int, fmt: str | None, as_json: bool, verbose: int, color: str, strict: bool) -> int:
     """Train a small MLP with torchfn on each device: the loss must fall, gradients stay
     finite, and tensors move between devices intact. Needs torch."""
+    from doctor.host import Host
     from doctor.workload.smoke import smoke_report
 
-    report = smoke_report(device, steps, env=os.environ)
+    report = smoke_report(device, steps, env=Host.from_system().env)
     report.strict = strict
     return print_report(report, fmt, as_json, verbose, color)

@@ -11,12 +11,16 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import PurePath
+from typing import TYPE_CHECKING
 
 from doctor.catalog.cuda import arch_list, covers, cuda_of_variant, driver_verdict, gfx_list, release_of, version_tuple
 from doctor.host import Host
 from doctor.model import Area, Evidence, Finding, Level
 from doctor.probe.libtorch import LibtorchFacts, LibtorchInstall
 from doctor.probe.python_torch import PythonTorch
+
+if TYPE_CHECKING:
+    from doctor.probe.gpu import GpuFacts
 
 AREA = "gpu"
 # NEEDED entries that come from CUDA / ROCm rather than from libtorch itself or the C library.
@@ -71,7 +75,7 @@ def builds_of(libtorch: LibtorchFacts | None, python: PythonTorch | None) -> lis
 # -- the area --
 
 
-def gpu_area(gpu, libtorch: LibtorchFacts | None, python: PythonTorch | None, host: Host) -> Area:
+def gpu_area(gpu: GpuFacts | None, libtorch: LibtorchFacts | None, python: PythonTorch | None, host: Host) -> Area:
     if gpu is None:
         return Area(AREA, "GPU", "not checked")
     builds = builds_of(libtorch, python)
@@ -346,20 +350,23 @@ def _judge_cuda(gpu, build: Build, host: Host) -> tuple[list[str], list[Finding]
     return lines, findings
 
 
-def _older_variant_for_driver(build: Build, nv, host: Host) -> str | None:
-    from doctor.recommend import _cuda_sorted, published_variants
+def _driver_runs(variant: str, nv) -> bool:
+    """Whether this driver meets the floor of the variant's CUDA line."""
+    v = driver_verdict(cuda_of_variant(variant) or "", nv.driver_version, nv.driver_cuda_version, nv.driver_platform)
+    return v.status != "too-old"
 
-    for variant in _cuda_sorted(published_variants(build.version or "", host.system, host.machine) or []):
-        v = driver_verdict(cuda_of_variant(variant) or "", nv.driver_version, nv.driver_cuda_version, nv.driver_platform)
-        if v.status != "too-old":
-            return variant
-    return None
+
+def _older_variant_for_driver(build: Build, nv, host: Host) -> str | None:
+    from doctor.recommend import cuda_sorted, published_variants
+
+    variants = cuda_sorted(published_variants(build.version or "", host.system, host.machine) or [])
+    return next((v for v in variants if _driver_runs(v, nv)), None)
 
 
 def _variant_with_arch(build: Build, gpu, host: Host) -> tuple[str, str, str] | None:
     """A variant whose architectures cover every visible GPU: this release first (one the driver
     runs, then any), else the newest release that has one. (variant, version, note)."""
-    from doctor.recommend import _cuda_sorted, known_releases, published_variants
+    from doctor.recommend import cuda_sorted, known_releases, published_variants
 
     nv = gpu.nvidia
     ccs = [g.compute_capability for g in nv.visible_gpus if g.compute_capability]
@@ -368,19 +375,15 @@ def _variant_with_arch(build: Build, gpu, host: Host) -> tuple[str, str, str] | 
         archs = arch_list(variant, version, host.machine)
         return archs is not None and all(covers(archs, cc).ok for cc in ccs)
 
-    def driver_ok(variant: str) -> bool:
-        v = driver_verdict(cuda_of_variant(variant) or "", nv.driver_version, nv.driver_cuda_version, nv.driver_platform)
-        return v.status != "too-old"
-
     version = build.version or ""
-    same = [v for v in _cuda_sorted(published_variants(version, host.system, host.machine) or []) if fits(v, version)]
+    same = [v for v in cuda_sorted(published_variants(version, host.system, host.machine) or []) if fits(v, version)]
     for v in same:
-        if driver_ok(v):
+        if _driver_runs(v, nv):
             return v, version, f"{v} of torch {release_of(version)} has it."
     if same:
         return same[0], version, f"{same[0]} of torch {release_of(version)} has it (and needs a newer driver)."
     for release in known_releases():
-        for v in _cuda_sorted(published_variants(release, host.system, host.machine) or []):
+        for v in cuda_sorted(published_variants(release, host.system, host.machine) or []):
             if fits(v, release):
                 newer = version_tuple(release) > version_tuple(release_of(version) or "0")
                 return v, f"{release}.0", (f"Torch {release_of(version)} has no variant for it; {v} of torch {release} has it"
@@ -421,10 +424,10 @@ def _judge_rocm(gpu, build: Build, host: Host) -> tuple[list[str], list[Finding]
 
 
 def _rocm_variant_with(gfx: str, host: Host) -> tuple[str, str] | None:
-    from doctor.recommend import _rocm_sorted, known_releases, published_variants
+    from doctor.recommend import rocm_sorted, known_releases, published_variants
 
     for release in known_releases():
-        for v in _rocm_sorted(published_variants(release, host.system, host.machine) or []):
+        for v in rocm_sorted(published_variants(release, host.system, host.machine) or []):
             row = gfx_list(v)
             if row and gfx in row.targets:
                 return v, release
@@ -457,7 +460,7 @@ def _library_findings(host: Host, build: Build, ld_cache: dict[str, list[str]]) 
 # -- requirements --
 
 
-def meets_gpu(gpu) -> tuple[bool, str]:
+def meets_gpu(gpu: GpuFacts | None) -> tuple[bool, str]:
     """`--require gpu`: at least one GPU a torch build could use."""
     if gpu is None:
         return False, "GPUs were not checked"
@@ -474,7 +477,7 @@ def meets_gpu(gpu) -> tuple[bool, str]:
     return False, why or "no GPU found"
 
 
-def meets_cuda(gpu, install: LibtorchInstall | PythonTorch | None) -> tuple[bool, str]:
+def meets_cuda(gpu: GpuFacts | None, install: LibtorchInstall | PythonTorch | None) -> tuple[bool, str]:
     """`--require cuda`: a reachable NVIDIA GPU, and (given a build) a CUDA build whose driver
     floor is met and whose architectures cover every visible GPU."""
     if gpu is None:
@@ -500,5 +503,6 @@ def meets_cuda(gpu, install: LibtorchInstall | PythonTorch | None) -> tuple[bool
     return True, f"{variant} runs on {_count([g.name for g in nv.visible_gpus])} (driver {nv.driver_version or nv.driver_cuda_version})"
 
 
-def gpu_machine(install) -> str:
+def gpu_machine(install: LibtorchInstall | PythonTorch) -> str:
+    """The CPU architecture the build is for (its ELF machine), x86_64 when unknown."""
     return getattr(install, "elf_machine", None) or "x86_64"

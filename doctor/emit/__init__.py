@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from doctor.errors import DoctorError, UsageError
 from doctor.host import Host
+
+if TYPE_CHECKING:
+    from doctor.probe.libtorch import LibtorchInstall
 
 # format -> module with `render(install, host, **options) -> str`
 FORMATS = {
@@ -23,7 +27,7 @@ FORMATS = {
 }
 
 
-def find_install(host: Host, root: Path | str | None = None):
+def find_install(host: Host, root: Path | str | None = None) -> LibtorchInstall:
     """The LibtorchInstall at `root`, or the one a build would use (as `doctor check` says)."""
     from doctor.probe.libtorch import detect_libtorch, inspect_tree
     from doctor.probe.python_torch import detect_python_torch
@@ -69,7 +73,7 @@ def emit_text(
     root: Path | None = None,
     host: Host | None = None,
     shell: str | None = None,
-    install=None,
+    install: LibtorchInstall | None = None,
     **options,
 ) -> str:
     """The text of format `fmt` for `install` (or the libtorch at `root`, or the active one).
@@ -91,7 +95,7 @@ def emit_text(
 def emit_to(
     fmt: str,
     host: Host,
-    install,
+    install: LibtorchInstall,
     output: Path | None = None,
     shell: str | None = None,
     **options,

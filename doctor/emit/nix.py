@@ -14,6 +14,7 @@ from dataclasses import replace
 from doctor.emit._common import header_lines
 from doctor.emit.variables import variables
 from doctor.errors import DoctorError
+from doctor.fetch.install import NOT_HASHED, read_install_record
 from doctor.host import Host
 
 # A named release branch: reproducible enough to share, and it carries security fixes.
@@ -72,7 +73,7 @@ def _is_cuda(install) -> bool:
 
 def _source(install, host: Host) -> tuple[str, str, bool]:
     """(url, SRI hash, strip_root) of the archive the tree was unpacked from."""
-    record = install.record or _read_record(install.root) or {}
+    record = install.record or read_install_record(install.root) or {}
     src = record.get("source") if isinstance(record.get("source"), dict) else {}
     url = src.get("url")
     # Only a zip fetched by URL is something fetchzip can fetch again: a local --archive has no
@@ -97,22 +98,11 @@ def _source(install, host: Host) -> tuple[str, str, bool]:
         from doctor.nar import nar_hash
 
         # A record without the hash: hash the tree itself, minus the files fetch-libtorch added.
-        excludes = record.get("nar_excludes") or ("torch-doctor.json", ".ok")
+        excludes = record.get("nar_excludes") or NOT_HASHED
         nar = nar_hash(host.real(install.root), exclude_top=tuple(excludes) + ("libtorch.lock",))
     if not isinstance(nar, str) or not _SRI.match(nar):
         raise DoctorError(f"the install record's nar_hash {nar!r} is not an SRI sha256 hash", "re-run `doctor fetch-libtorch`")
     return str(url), nar, record.get("strip_root", True) is not False
-
-
-def _read_record(root: str) -> dict | None:
-    try:
-        from doctor.fetch.install import read_install_record
-    except ImportError:
-        return None
-    try:
-        return read_install_record(root)
-    except Exception:  # an unreadable record is the same as none here
-        return None
 
 
 def _store_name(install) -> str:

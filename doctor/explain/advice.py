@@ -13,8 +13,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
+from doctor.catalog.cuda import arch_list, covers, cuda_of_variant, floor_driver
+from doctor.diagnose.common import version_key
+from doctor.emit.variables import loader_variable
 from doctor.explain.engine import Match
 from doctor.model import Evidence
+from doctor.probe.nvidia import parse_cuda_version
 
 FETCH = 'doctor fetch-libtorch && eval "$(doctor emit setenv)"'
 SETENV = 'eval "$(doctor emit setenv)"'
@@ -89,10 +93,6 @@ def _platform(match: Match, facts: MachineFacts) -> str:
     return facts.system
 
 
-def _loader_variable(system: str) -> str:
-    return {"Darwin": "DYLD_LIBRARY_PATH", "Windows": "PATH"}.get(system, "LD_LIBRARY_PATH")
-
-
 def _prepend(var: str, value: str, system: str = "Linux") -> str:
     if system == "Windows":
         return f'set "{var}={value};%{var}%"'
@@ -101,10 +101,6 @@ def _prepend(var: str, value: str, system: str = "Linux") -> str:
 
 def _lib_file(stem: str, system: str) -> str:
     return {"Darwin": f"lib{stem}.dylib", "Windows": f"{stem}.dll"}.get(system, f"lib{stem}.so")
-
-
-def _version_tuple(v: str | None) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", v or "")[:3])
 
 
 def _plural(items: list[str]) -> str:
@@ -143,8 +139,8 @@ def _glibc(match: Match, facts: MachineFacts) -> Advice:
     sources = match.values("from")
     by = match.values("by")
     detail = [match.rule.cause]
-    glibc_needs = sorted((n for n in needs if n.startswith("GLIBC_")), key=_version_tuple)
-    cxx_needs = sorted((n for n in needs if not n.startswith("GLIBC_")), key=_version_tuple)
+    glibc_needs = sorted((n for n in needs if n.startswith("GLIBC_")), key=version_key)
+    cxx_needs = sorted((n for n in needs if not n.startswith("GLIBC_")), key=version_key)
     if by:
         detail.append(f"Needed by {by[0]}.")
     fixes = []
@@ -305,15 +301,15 @@ def _abi(match: Match, facts: MachineFacts) -> Advice:
         detail.append(f"The active {_where(install)} uses {_NAME[install.abi]} (evidence: {install.abi_source or 'probe'}).")
     if install is not None and program and install.abi == program:
         detail.append(f"That matches the program, so the libtorch it was linked or loaded with is another one: "
-                      f"make -L and {_loader_variable(facts.system)} point at {install.lib_dir}.")
-        fix = f"{_prepend('LIBRARY_PATH', str(install.lib_dir))}; {_prepend(_loader_variable(facts.system), str(install.lib_dir))}"
+                      f"make -L and {loader_variable(facts.system)} point at {install.lib_dir}.")
+        fix = f"{_prepend('LIBRARY_PATH', str(install.lib_dir))}; {_prepend(loader_variable(facts.system), str(install.lib_dir))}"
         title = "C++ ABI mismatch: the program was linked against another libtorch than the active one"
     elif library:
         value = _FLAG[library]
         fix = (f"compile with -D_GLIBCXX_USE_CXX11_ABI={value} (CMake: add ${{TORCH_CXX_FLAGS}} or link the Torch target; "
                f"tch-rs: LIBTORCH_CXX11_ABI={value})")
         version = install.version if install is not None else None
-        if version and _version_tuple(version)[:2] <= (2, 6):
+        if version and version_key(version)[:2] <= (2, 6):
             other = "pre-cxx11" if library == "cxx11" else "cxx11"
             fix += f"\nor fetch the {other} build of libtorch {version} (published up to 2.6)"
         title = (f"C++ ABI mismatch: the program uses {_NAME[program]}, libtorch {_NAME[library]}"
@@ -346,7 +342,7 @@ def _version(match: Match, facts: MachineFacts) -> Advice:
         detail.append(f"{_plural(ops)} is registered by torchvision's C++ extension, which failed to load for {where}.")
         version = install.version if install is not None else None
         fix = ("install the torchvision built for this torch"
-               + (f" (torch {version} ↔ torchvision 0.{_version_tuple(version)[1] + 15}.x)" if version and _version_tuple(version)[:1] == (2,) else "")
+               + (f" (torch {version} ↔ torchvision 0.{version_key(version)[1] + 15}.x)" if version and version_key(version)[:1] == (2,) else "")
                + ", from the same index (same cpu/cuXYZ variant)")
         return Advice("torchvision does not match torch", detail, fix, subject=_plural(ops))
     symbols = match.values("symbol")
@@ -367,7 +363,7 @@ _CUDA_RUNTIME = ("libcudart", "libcublas", "libcudnn", "libcufft", "libcurand", 
 def _loader(match: Match, facts: MachineFacts) -> Advice:
     libs = list(dict.fromkeys(match.values("lib")))
     system = _platform(match, facts)
-    variable = _loader_variable(system)
+    variable = loader_variable(system)
     install = _install(facts)
     detail = [match.rule.cause]
     driver = [l for l in libs if l.startswith(_DRIVER_LIBS)]
@@ -395,8 +391,6 @@ def _loader(match: Match, facts: MachineFacts) -> Advice:
             if system == "Windows":
                 fixes.append(f'{_prepend("PATH", lib_dir, "Windows")}   (or copy the DLLs next to the .exe; the '
                              "Visual C++ redistributable must be installed)")
-            elif system == "Darwin":
-                fixes.append(f"{_prepend(variable, lib_dir)}\n(or link with -Wl,-rpath,{lib_dir}; or {SETENV})")
             else:
                 fixes.append(f"{_prepend(variable, lib_dir)}\n(or link with -Wl,-rpath,{lib_dir}; or {SETENV})")
         else:
@@ -437,61 +431,44 @@ def _no_device(match: Match, facts: MachineFacts) -> Advice:
     return Advice("no usable NVIDIA GPU: driver not loaded, or the GPU is hidden", detail, "\n".join(fixes))
 
 
-def _cuda_of_driver(found: str) -> str | None:
-    """cuDriverGetVersion encoding: 11040 → "11.4"."""
-    if not found.isdigit():
-        return None
-    n = int(found)
-    return f"{n // 1000}.{(n % 1000) // 10}"
+def _cuda_variants(version: str | None, facts: MachineFacts) -> tuple[str, list[str]]:
+    """The torch version to advise for (the active libtorch's, else the newest the release table
+    knows, which is what `fetch-libtorch` without --version fetches) and the CUDA variants
+    published for it, oldest CUDA first. A CUDA log comes from Linux or Windows, whatever
+    this machine is."""
+    from doctor.recommend import cuda_sorted, newest_release, published_variants
 
-
-def _variants_for(version: str | None, machine: str = "x86_64") -> list[tuple[str, str]]:
-    """(variant, cuda) pairs published for a torch release, from the catalog's arch lists."""
-    try:
-        from doctor.catalog.cuda import ARCH_LISTS, compare_versions, cuda_of_variant, release_of
-    except ImportError:  # the catalog is optional for explain
-        return []
-    release = release_of(version) if version else None
-    out: dict[str, str] = {}
-    for row in ARCH_LISTS:
-        if row.machine != "x86_64" and row.machine != machine:
-            continue
-        if release and not (compare_versions(row.first, release) <= 0 <= compare_versions(row.last, release)):
-            continue
-        cuda = cuda_of_variant(row.variant)
-        if cuda:
-            out[row.variant] = cuda
-    return sorted(out.items(), key=lambda kv: _version_tuple(kv[1]))
+    system = "Windows" if facts.system == "Windows" else "Linux"
+    version = version or newest_release()
+    published = published_variants(version, system, facts.machine)
+    if published is None:  # a release the table does not know yet: judge with the newest one's
+        published = published_variants(newest_release(), system, facts.machine) or []
+    return version, cuda_sorted(published)[::-1]
 
 
 def _driver(match: Match, facts: MachineFacts) -> Advice:
     found = match.first("found")
     install = _install(facts)
     detail = [match.rule.cause]
-    driver_cuda = _cuda_of_driver(found) if found else None
+    driver_cuda = parse_cuda_version(int(found)) if found and found.isdigit() else None
     fixes = []
     if driver_cuda:
         detail.append(f"The driver reports CUDA {driver_cuda} (found version {found}).")
     if install is not None and install.variant and install.variant.startswith("cu"):
-        try:
-            from doctor.catalog.cuda import cuda_of_variant, floor_driver
-
-            cuda = cuda_of_variant(install.variant)
-            floor = floor_driver(cuda) if cuda else None
-        except ImportError:
-            cuda, floor = None, None
+        cuda = cuda_of_variant(install.variant)
+        floor = floor_driver(cuda) if cuda else None
         if cuda:
             detail.append(f"The active {_where(install)} needs CUDA {cuda}" + (f": driver ≥ {floor}." if floor else "."))
             if floor:
                 fixes.append(f"upgrade the NVIDIA driver to ≥ {floor}")
     if driver_cuda:
-        version = install.version if install is not None else None
-        usable = [v for v, c in _variants_for(version, facts.machine) if _version_tuple(c)[0] <= _version_tuple(driver_cuda)[0]]
+        version, variants = _cuda_variants(install.version if install is not None else None, facts)
+        # Minor-version compatibility: a driver of CUDA N.x runs every N.x build.
+        usable = [v for v in variants if version_key(cuda_of_variant(v) or "")[0] <= version_key(driver_cuda)[0]]
         if usable:
-            fixes.append(f"or fetch a variant this driver runs: doctor fetch-libtorch --variant {usable[-1]}"
-                         + (f" --version {version}" if version else ""))
-        elif version:
-            fixes.append(f"torch {version} has no build for CUDA {_version_tuple(driver_cuda)[0]}.x: upgrade the driver, "
+            fixes.append(f"or fetch a variant this driver runs: doctor fetch-libtorch --variant {usable[-1]} --version {version}")
+        else:
+            fixes.append(f"torch {version} has no build for CUDA {version_key(driver_cuda)[0]}.x: upgrade the driver, "
                          "or use an older libtorch (cu118 builds exist up to 2.7)")
     if not fixes:
         fixes.append("upgrade the NVIDIA driver (nvidia-smi shows the CUDA version it supports), or fetch an older "
@@ -510,7 +487,7 @@ def _not_compiled(match: Match, facts: MachineFacts) -> Advice:
         elif install.variant and (install.variant.startswith("cu") or install.variant == "cuda"):
             detail.append(f"The active {_where(install)} is a CUDA build ({install.variant}): the program ran with another, "
                           "CPU-only libtorch, or libtorch_cuda was not loaded (see link.as-needed).")
-            fix = (f"make the program load {install.lib_dir} ({_loader_variable(facts.system)}), and link with "
+            fix = (f"make the program load {install.lib_dir} ({loader_variable(facts.system)}), and link with "
                    "-Wl,--no-as-needed -ltorch_cuda -Wl,--as-needed")
         else:
             fix = "fetch a cuXYZ variant: doctor fetch-libtorch --variant cu126"
@@ -535,24 +512,18 @@ def _arch_unsupported(match: Match, facts: MachineFacts) -> Advice:
         detail.append(f"The build has {supported.strip()}.")
     fix = match.rule.fix
     if capability:
-        version = install.version if install is not None else None
-        try:
-            from doctor.catalog.cuda import ARCH_LISTS, arch_list, covers
-
-            candidates = [v for v, _ in _variants_for(version, facts.machine)] or sorted({r.variant for r in ARCH_LISTS})
-            good, sure = [], []
-            for variant in candidates:
-                row = arch_list(variant, version, facts.machine)
-                if row is not None and covers(row, capability).ok:
-                    good.append(variant)
-                    if not row.assumed:
-                        sure.append(variant)
-        except ImportError:
-            good, sure = [], []
+        version, variants = _cuda_variants(install.version if install is not None else None, facts)
+        good, sure = [], []
+        for variant in variants:
+            row = arch_list(variant, version, facts.machine)
+            if row is not None and covers(row, capability).ok:
+                good.append(variant)
+                if not row.assumed:
+                    sure.append(variant)
         if good:
             pick = (sure or good)[-1]
-            fix = (f"fetch a variant with kernels for {capability}: doctor fetch-libtorch --variant {pick}"
-                   + (f" --version {version}" if version else "") + f"   (variants that have it: {_plural(good)})")
+            fix = (f"fetch a variant with kernels for {capability}: doctor fetch-libtorch --variant {pick} --version {version}"
+                   f"   (variants that have it: {_plural(good)})")
         else:
             fix = (f"no current build has kernels for compute capability {capability}: use an older torch release "
                    "that still supports it, or build libtorch from source with TORCH_CUDA_ARCH_LIST=" + capability)

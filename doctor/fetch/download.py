@@ -24,6 +24,7 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from doctor import __version__
+from doctor.diagnose.common import human_bytes
 from doctor.errors import DoctorError
 
 CHUNK = 1 << 20  # reading a partial file back
@@ -55,14 +56,6 @@ class _Retry(Exception):
         self.wait = wait
 
 
-def human(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} GB"
-
-
 def download(
     url: str,
     part: Path,
@@ -85,7 +78,7 @@ def download(
     if part.exists() and meta.get("url") == url:
         st.hash_existing()
         if st.offset:
-            log(f"resuming a partial download ({human(st.offset)} already here)")
+            log(f"resuming a partial download ({human_bytes(st.offset)} already here)")
     else:
         part.unlink(missing_ok=True)
         meta = {"url": url}
@@ -161,7 +154,7 @@ def download(
                         progress.start(total, st.offset)
                     st.stream(resp, progress)
                     if total is not None and st.offset < total:
-                        raise _Retry(f"connection closed after {human(st.offset)} of {human(total)}")
+                        raise _Retry(f"connection closed after {human_bytes(st.offset)} of {human_bytes(total)}")
                     if total is not None and st.offset > total:
                         raise DoctorError(f"the server sent {st.offset} bytes, more than the {total} it announced")
                     break
@@ -172,7 +165,7 @@ def download(
                                       "run the same command again to resume, or try --mirror") from None
                 wait = retry.wait if retry.wait is not None else backoff * (2 ** max(failures - 1, 0))
                 wait = min(wait, 30.0)
-                log(f"{retry}; retrying in {wait:.1f} s" + (f" from {human(st.offset)}" if st.offset else ""))
+                log(f"{retry}; retrying in {wait:.1f} s" + (f" from {human_bytes(st.offset)}" if st.offset else ""))
                 time.sleep(wait)
     finally:
         if progress is not None:
@@ -218,7 +211,7 @@ class _State:
                         progress.advance(len(chunk))
             except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ConnectionError,
                     requests.exceptions.Timeout, requests.exceptions.ContentDecodingError) as exc:
-                raise _Retry(f"transfer interrupted after {human(self.offset)}: {_short(exc)}") from exc
+                raise _Retry(f"transfer interrupted after {human_bytes(self.offset)}: {_short(exc)}") from exc
 
 
 def _read_sidecar(path: Path) -> dict:
@@ -264,15 +257,15 @@ class LogProgress:
 
     def start(self, total: int | None, done: int) -> None:
         self.total, self.done = total, done
-        size = human(total) if total else "unknown size"
-        self.write(f"downloading {self.label} ({size})" + (f", resuming at {human(done)}" if done else ""))
+        size = human_bytes(total) if total else "unknown size"
+        self.write(f"downloading {self.label} ({size})" + (f", resuming at {human_bytes(done)}" if done else ""))
         self.next_mark = (int(done / total * 4) + 1) / 4 if total else 1.0
 
     def advance(self, n: int) -> None:
         self.done += n
         if self.total and self.done / self.total >= self.next_mark and self.next_mark < 1.0:
             rate = self.done / max(time.monotonic() - self.t0, 1e-6)
-            self.write(f"  {self.next_mark:.0%} of {human(self.total)} ({human(rate)}/s)")
+            self.write(f"  {self.next_mark:.0%} of {human_bytes(self.total)} ({human_bytes(rate)}/s)")
             self.next_mark += 0.25
 
     def close(self) -> None:

@@ -32,7 +32,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from doctor import __version__
@@ -69,7 +69,6 @@ class Outcome:
     lock: str | None = None  # "recorded" | "verified" | "updated" | None (no lock)
     replaced: bool = False
     seconds: float = 0.0
-    messages: list[str] = field(default_factory=list)
 
 
 def read_install_record(root: str | os.PathLike[str]) -> dict | None:
@@ -276,19 +275,20 @@ def _install(host: Host, plan: Plan, opts: FetchOptions, dest: Path, entry: dict
 
 
 def _download(plan: Plan, opts: FetchOptions, part: Path, log, progress_stream):
-    from doctor.fetch.download import download, human, make_progress
+    from doctor.diagnose.common import human_bytes
+    from doctor.fetch.download import download, make_progress
 
     log(f"fetching {plan.url}")
 
     def check_space(remaining: int) -> None:
         need = remaining + UNPACK_FACTOR * (remaining + _size(part))
-        ensure_space(part.parent, need, f"download {human(remaining)} and unpack it")
+        ensure_space(part.parent, need, f"download {human_bytes(remaining)} and unpack it")
 
     result = download(plan.url, part, allow_http=plan.allow_http, retries=opts.retries, backoff=opts.backoff,
                       timeout=(min(15.0, opts.timeout), opts.timeout), log=log,
                       progress=make_progress(plan.file_name or "libtorch", log, progress_stream),
                       check_space=check_space)
-    log(f"downloaded {human(result.size)} in {result.seconds:.1f} s; sha256 {result.sha256}")
+    log(f"downloaded {human_bytes(result.size)} in {result.seconds:.1f} s; sha256 {result.sha256}")
     return result.path, result.sha256, result.size, plan.url
 
 
@@ -300,11 +300,11 @@ def _size(p: Path) -> int:
 
 
 def _unpack(plan: Plan, archive: Path, staging: Path, log):
-    from doctor.fetch.download import human
+    from doctor.diagnose.common import human_bytes
     from doctor.fetch.extract import extract_zip
 
     def check_space(total: int) -> None:
-        ensure_space(staging, total, f"unpack {human(total)}")
+        ensure_space(staging, total, f"unpack {human_bytes(total)}")
 
     if plan.source == "wheel":
         import zipfile
@@ -329,6 +329,7 @@ def _unpack(plan: Plan, archive: Path, staging: Path, log):
 def _check_tree(plan: Plan, root: Path, facts) -> tuple[str, str, str | None, str | None]:
     """What the unpacked tree says about itself, checked against what was asked for."""
     from doctor.fetch.wheel import abi_from_config
+    from doctor.probe.versions import split_local
 
     if not (root / "lib").is_dir() or not (root / "include").is_dir():
         raise DoctorError("the archive does not unpack to a libtorch tree (no lib/ and include/ at its top)",
@@ -340,7 +341,7 @@ def _check_tree(plan: Plan, root: Path, facts) -> tuple[str, str, str | None, st
         pass
     version, variant = plan.version, plan.variant
     if build_version:
-        base, _, local = build_version.partition("+")
+        base, local = split_local(build_version)
         if plan.version is not None and base != plan.version:
             raise DoctorError(f"the archive holds libtorch {build_version} (its build-version), not {plan.version}",
                               "check --version, or the URL/mirror serving this file")
@@ -391,10 +392,10 @@ def ensure_space(path: Path, need: int, what: str) -> None:
 
 
 def space_error(need: int, free: int, path: Path, what: str) -> str | None:
-    from doctor.fetch.download import human
+    from doctor.diagnose.common import human_bytes
 
     if need > free:
-        return f"not enough free space in {path} to {what}: need about {human(need)}, {human(free)} free"
+        return f"not enough free space in {path} to {what}: need about {human_bytes(need)}, {human_bytes(free)} free"
     return None
 
 

@@ -171,7 +171,7 @@ def resolve_plan(host: Host, req: FetchRequest) -> Plan:
             notes.append("ABI cxx11 assumed (the file name does not say); checked against the tree once unpacked")
     elif source == "archive":
         listed = False
-        if not Path(req.archive).is_file():
+        if not host.is_file(req.archive):
             raise UsageError(f"--archive {req.archive}: no such file")
         if platform.startswith("linux") and abi is None:
             abi = "cxx11"
@@ -231,7 +231,9 @@ def _version(host: Host, req: FetchRequest, name_facts, notes: list[str]) -> str
         raise UsageError("cannot tell the libtorch version from that file name", "give --version (and --variant)")
     if req.channel == "nightly":
         return None
-    torch = _python_torch(host)
+    from doctor.probe.python_torch import detect_python_torch
+
+    torch = detect_python_torch(host)
     if torch is not None:
         from packaging.version import InvalidVersion, Version
 
@@ -263,24 +265,8 @@ def _variant(host: Host, req: FetchRequest, version: str | None, platform: str, 
     if platform != host_plat:
         notes.append(f"variant cpu: fetching for another platform ({platform}), so this machine's GPUs say nothing")
         return "cpu"
-    try:
-        from doctor.recommend import recommend_variant
-    except ImportError:
-        notes.append("variant cpu: the GPU recommender is not available in this build")
-        return "cpu"
+    from doctor.recommend import recommend_variant
+
     rec = recommend_variant(host, version)
-    variant = getattr(rec, "variant", None) or "cpu"
-    reasons = list(getattr(rec, "reasons", []) or [])
-    notes.append(f"variant {variant} (auto): " + ("; ".join(reasons) if reasons else "recommended for this machine"))
-    return variant
-
-
-def _python_torch(host: Host):
-    try:
-        from doctor.probe.python_torch import detect_python_torch
-    except ImportError:
-        return None
-    try:
-        return detect_python_torch(host)
-    except Exception:  # a probe must never break a fetch that does not need it
-        return None
+    notes.append(f"variant {rec.variant} (auto): " + ("; ".join(rec.reasons) or "recommended for this machine"))
+    return rec.variant

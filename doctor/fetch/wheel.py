@@ -15,6 +15,8 @@ from pathlib import Path
 
 from doctor.errors import DoctorError
 from doctor.host import Host
+from doctor.probe.python_torch import variant_from
+from doctor.probe.versions import parse_torch_config_cmake, parse_version_py, split_local
 
 TREE_DIRS = ("lib", "include", "share")
 PIP_TIMEOUT = 3600.0  # CUDA wheels are gigabytes
@@ -70,12 +72,13 @@ def read_wheel_facts(zf: zipfile.ZipFile) -> WheelFacts:
         text = zf.read("torch/version.py").decode("utf-8", "replace")
     except KeyError as exc:
         raise DoctorError("that wheel has no torch/version.py: not a PyTorch wheel") from exc
-    values = dict(re.findall(r"^(\w+)(?:\s*:\s*[^=]+)?\s*=\s*['\"]([^'\"]*)['\"]", text, re.M))
+    values = {k: v for k, v in parse_version_py(text).items() if isinstance(v, str)}
     version = values.get("__version__")
     if not version:
         raise DoctorError("torch/version.py in the wheel names no __version__")
-    base, _, local = version.partition("+")
-    variant = local or _variant(values.get("cuda"), values.get("hip"))
+    base, local = split_local(version)
+    # Wheels from PyPI carry no "+cuXYZ"; version.py still says which CUDA they were built for.
+    variant = local or variant_from(values.get("cuda"), values.get("hip"))
     abi = None
     try:
         config = zf.read("torch/share/cmake/Torch/TorchConfig.cmake").decode("utf-8", "replace")
@@ -85,21 +88,10 @@ def read_wheel_facts(zf: zipfile.ZipFile) -> WheelFacts:
     return WheelFacts(version, base, variant, values.get("git_version"), abi)
 
 
-def _variant(cuda: str | None, hip: str | None) -> str:
-    # Wheels from PyPI carry no "+cuXYZ"; version.py still says which CUDA they were built for.
-    if cuda:
-        return "cu" + cuda.replace(".", "")
-    if hip:
-        return "rocm" + ".".join(hip.split(".")[:2])
-    return "cpu"
-
-
 def abi_from_config(text: str) -> str | None:
     """TorchConfig.cmake up to 2.7 says `-D_GLIBCXX_USE_CXX11_ABI=0|1`; from 2.8 nothing (CXX11)."""
-    m = re.search(r"-D_GLIBCXX_USE_CXX11_ABI=([01])", text)
-    if not m:
-        return None
-    return "cxx11" if m.group(1) == "1" else "pre-cxx11"
+    flag = parse_torch_config_cmake(text)["abi_flag"]
+    return {"1": "cxx11", "0": "pre-cxx11"}.get(flag)
 
 
 def tree_name(name: str) -> str | None:

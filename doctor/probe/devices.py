@@ -4,11 +4,10 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
-from doctor.host import Host
+from doctor.host import Host, RunResult
 from doctor.model import Evidence
 
 PCI_ROOT = "/sys/bus/pci/devices"
@@ -44,7 +43,7 @@ class ProbeProblem:
     evidence: list[Evidence] = field(default_factory=list)
 
 
-def why_failed(result) -> str:
+def why_failed(result: RunResult) -> str:
     """A RunResult's failure without the program's own path: "timed out after 5 s", "exit 2: …"."""
     error = result.error or (f"exit {result.returncode}" if result.returncode else "")
     prog = result.argv[0] if result.argv else ""
@@ -81,13 +80,16 @@ def scan_pci(host: Host) -> list[PciDevice]:
         vendor_id = (host.read_text(base / "vendor", limit=64) or "").strip().lower()
         device_id = (host.read_text(base / "device", limit=64) or "").strip().lower()
         out.append(
-            PciDevice(address, VENDORS.get(vendor_id, vendor_id), vendor_id, device_id, pci_class, _bound_driver(host, base / "driver"))
+            PciDevice(address, VENDORS.get(vendor_id, vendor_id), vendor_id, device_id, pci_class, _bound_driver(host, base))
         )
     return out
 
 
-def _bound_driver(host: Host, link: PurePath) -> str | None:
-    try:
-        return PurePath(os.readlink(host.real(link))).name
-    except OSError:
-        return None
+def _bound_driver(host: Host, base: PurePath) -> str | None:
+    """The kernel's `DRIVER=` line in the device's uevent (sysfs writes it only while a driver
+    is bound): the same answer as the `driver` symlink, read through the Host."""
+    for line in (host.read_text(base / "uevent", limit=4096) or "").splitlines():
+        key, _, value = line.partition("=")
+        if key == "DRIVER" and value.strip():
+            return value.strip()
+    return None

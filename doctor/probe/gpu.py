@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 from doctor.host import Host
@@ -53,6 +54,7 @@ class GpuFacts:
 
 
 def detect_xpu(pci: list[PciDevice]) -> XpuFacts:
+    """Intel display devices on the PCI bus."""
     facts = XpuFacts()
     for dev in pci:
         if dev.vendor == "intel":
@@ -63,6 +65,7 @@ def detect_xpu(pci: list[PciDevice]) -> XpuFacts:
 
 
 def detect_gpus(host: Host, recommend: bool = True, backend: str | None = None) -> GpuFacts:
+    """Every vendor's GPUs, probed side by side, and (unless `recommend` is False) the variant that fits."""
     from doctor.probe.loader import read_ld_cache
 
     start = time.monotonic()
@@ -87,8 +90,6 @@ def gpu_library_needs(host: Host, lib_dir: str, library: str, ld_cache: dict[str
                       prefixes: tuple[str, ...]) -> tuple[list, Evidence | None]:
     """Where the loader finds the CUDA/ROCm libraries (NEEDED entries starting with `prefixes`) of
     libtorch_cuda.so / libtorch_hip.so, in glibc's order. Reads only the dynamic section."""
-    from pathlib import PurePath
-
     from doctor.probe.loader import resolve_needed
 
     path = PurePath(lib_dir) / library

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from doctor.host import Host
+from doctor.emit.variables import loader_variable, separator
 from doctor.model import Evidence
 from doctor.probe.elf import read_elf
 from doctor.probe.ldcache import parse_ld_so_cache
@@ -41,10 +42,6 @@ class LoaderFacts:
     evidence: list[Evidence] = field(default_factory=list)
 
 
-def loader_variable(system: str) -> str:
-    return {"Darwin": "DYLD_LIBRARY_PATH", "Windows": "PATH"}.get(system, "LD_LIBRARY_PATH")
-
-
 def read_ld_cache(host: Host) -> dict[str, list[str]]:
     data = host.read_bytes("/etc/ld.so.cache")
     return parse_ld_so_cache(data) if data else {}
@@ -52,8 +49,7 @@ def read_ld_cache(host: Host) -> dict[str, list[str]]:
 
 def detect_loader(host: Host, lib_dir: str | None, ld_cache: dict[str, list[str]]) -> LoaderFacts:
     variable = loader_variable(host.system)
-    sep = ";" if host.system == "Windows" else ":"
-    search = [p for p in host.env.get(variable, "").split(sep) if p]
+    search = [p for p in host.env.get(variable, "").split(separator(host.system)) if p]
     facts = LoaderFacts(variable, search, lib_dir)
     if host.env.get(variable) is not None:
         facts.evidence.append(Evidence("env", variable, host.env[variable]))
@@ -90,7 +86,7 @@ def resolve_needed(host: Host, path: PurePath, ld_cache: dict[str, list[str]], p
     origin = str(path.parent)
     runpath = [p.replace("${ORIGIN}", origin).replace("$ORIGIN", origin) for p in elf.runpath]
     rpath = [p.replace("${ORIGIN}", origin).replace("$ORIGIN", origin) for p in elf.rpath]
-    search = [p for p in host.env.get(loader_variable(host.system), "").split(":") if p]
+    search = [p for p in host.env.get(loader_variable(host.system), "").split(separator(host.system)) if p]
     defaults = default_dirs(host)
     wanted = [n for n in elf.needed if n.startswith(prefixes)]
     return [_resolve(host, n, rpath if not runpath else [], runpath, search, ld_cache, defaults) for n in wanted], elf

@@ -41,7 +41,7 @@ def detect_python_torch(host: Host) -> PythonTorch | None:
         base, local = split_local(version)
         cuda = info.get("cuda") if isinstance(info.get("cuda"), str) else None
         hip = info.get("hip") if isinstance(info.get("hip"), str) else None
-        variant = local or _variant_from(cuda, hip)
+        variant = local or variant_from(cuda, hip)
         has_tree = host.is_dir(PurePath(location) / "lib") and host.is_dir(PurePath(location) / "include")
         return PythonTorch(
             location=location,
@@ -59,7 +59,7 @@ def detect_python_torch(host: Host) -> PythonTorch | None:
     return None
 
 
-def _variant_from(cuda: str | None, hip: str | None) -> str:
+def variant_from(cuda: str | None, hip: str | None) -> str:
     if cuda:
         return "cu" + cuda.replace(".", "")[:3]
     if hip:

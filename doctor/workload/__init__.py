@@ -26,12 +26,11 @@ def require_torch(command: str) -> ModuleType:
     """The torch module, or MissingDependency / DoctorError saying exactly why not."""
     if importlib.util.find_spec("torch") is None:
         raise MissingDependency(f"`doctor {command}` needs torch, which is not installed for {sys.executable}",
-                           hint=INSTALL_HINT)
+                                hint=INSTALL_HINT)
     try:
         import torch
     except Exception as exc:  # installed but broken: a missing libtorch_cpu.so, an ABI clash
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DoctorError(f"torch is installed but does not import: {first}",
+        raise DoctorError(f"torch is installed but does not import: {first_line(exc)}",
                           hint="run `doctor check` to see why, or reinstall: " + INSTALL_HINT) from exc
     return torch
 
@@ -40,5 +39,12 @@ def require_module(name: str, extra: str, command: str) -> ModuleType:
     """An optional dependency (matplotlib for --plot), or MissingDependency (exit 2) with the extra to install."""
     if importlib.util.find_spec(name) is None:
         raise MissingDependency(f"`doctor {command}` needs {name} for this option, and it is not installed",
-                           hint=f"pip install 'torch-doctor[{extra}]'")
+                                hint=f"pip install 'torch-doctor[{extra}]'")
     return importlib.import_module(name)
+
+
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """`Type: first line of the message`, cut to `limit`: a device error as one report line."""
+    text = str(exc).strip()
+    line = f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+    return line if len(line) <= limit else line[:limit - 3] + "..."

@@ -23,7 +23,7 @@ from typing import Any
 from doctor import __version__
 from doctor.host import Host
 from doctor.model import Area, Evidence, Finding, Level, Report
-from doctor.workload import require_torch
+from doctor.workload import first_line, require_torch
 from doctor.workload.cpu import (
     bf16_native,
     estimate_peak,
@@ -160,7 +160,7 @@ def gemm(torch: Any, device: str, plan: Plan, context: dict[str, Any]) -> dict[s
                 b = torch.randn(n, n, device=device).to(dtype)
                 seconds, calls = best_time(lambda: torch.mm(a, b), sync, plan, max_calls=100_000)
             except Exception as exc:  # bf16 unsupported here after all, out of memory at 8192
-                results.append({"dtype": dtype_name, "n": n, "error": _first_line(exc)})
+                results.append({"dtype": dtype_name, "n": n, "error": first_line(exc)})
                 continue
             results.append({"dtype": dtype_name, "n": n, "gflops": round(2 * n**3 / seconds / 1e9, 2),
                             "us_per_call": round(seconds * 1e6, 2), "calls_per_round": calls})
@@ -258,7 +258,7 @@ def compiled(torch: Any, device: str, plan: Plan) -> dict[str, Any]:
         try:
             comp = torch.compile(eager, dynamic=False)
         except Exception as exc:
-            out["compile"].update(ok=False, error=_first_line(exc))
+            out["compile"].update(ok=False, error=first_line(exc))
 
     def prepare(kind: str, make: Callable[[], Callable[[], Any]]) -> Callable[[], Any] | None:
         """Build (compile, trace) and run once; a failure is recorded, never raised."""
@@ -270,7 +270,7 @@ def compiled(torch: Any, device: str, plan: Plan) -> dict[str, Any]:
             run()
             sync()
         except Exception as exc:
-            out[kind].update(ok=False, error=_first_line(exc))
+            out[kind].update(ok=False, error=first_line(exc))
             return None
         out[kind]["ok"] = True
         out[kind]["seconds"] = round(out[kind]["seconds"] + time.perf_counter() - start, 2)
@@ -342,13 +342,6 @@ def compiled_area(c: dict[str, Any]) -> Area:
 
 
 # -- the report --------------------------------------------------------------------------------
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    line = text.splitlines()[0] if text else ""
-    line = f"{type(exc).__name__}: {line}" if line else type(exc).__name__
-    return line if len(line) <= 300 else line[:297] + "..."
 
 
 def bench_report(choice: str = "all", quick: bool = False, torch_compile: bool = True, host: Host | None = None,

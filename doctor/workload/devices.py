@@ -60,21 +60,15 @@ def why_unavailable(torch: Any, kind: str, env: dict[str, str]) -> Unavailable |
 
 def select(torch: Any, choice: str, env: dict[str, str]) -> tuple[list[str], list[Unavailable], dict[str, str]]:
     """(devices to run on, requested-but-unavailable, a status line for every kind)."""
-    kinds = ["cpu", "cuda", "mps"] if choice == "all" else [choice]
+    why = {kind: why_unavailable(torch, kind, env) for kind in ("cuda", "mps")}
+    status = {"cpu": "available"} | {k: f"not available: {w.title}" if w else "available" for k, w in why.items()}
     devices: list[str] = []
     missing: list[Unavailable] = []
-    status: dict[str, str] = {"cpu": "available"}
-    for kind in ("cuda", "mps"):
-        why = why_unavailable(torch, kind, env)
-        status[kind] = f"not available: {why.title}" if why else "available"
-    for kind in kinds:
-        if kind == "cpu":
-            devices.append("cpu")
-            continue
-        why = why_unavailable(torch, kind, env)
-        if why is not None:
-            if choice != "all":
-                missing.append(why)
+    for kind in ["cpu", "cuda", "mps"] if choice == "all" else [choice]:
+        reason = why.get(kind)
+        if reason is not None:
+            if choice != "all":  # "all" means every device there is; a missing kind is no error then
+                missing.append(reason)
         elif kind == "cuda":
             devices.extend(f"cuda:{i}" for i in range(torch.cuda.device_count()))
         else:
@@ -92,6 +86,7 @@ def synchronizer(torch: Any, device: str) -> Callable[[], None]:
 
 
 def device_name(torch: Any, device: str) -> str:
+    """The device's name for a report title ("NVIDIA H200", "CPU")."""
     if device.startswith("cuda"):
         return torch.cuda.get_device_name(device)
     if device == "mps":

@@ -15,7 +15,7 @@ from typing import Any
 
 from doctor import __version__
 from doctor.model import Area, Evidence, Finding, Level, Report
-from doctor.workload import require_torch
+from doctor.workload import first_line, require_torch
 from doctor.workload.devices import device_name, select, synchronizer
 
 SIZES = [16, 32, 4]
@@ -42,11 +42,6 @@ class SmokeResult:
     @property
     def ok(self) -> bool:
         return not self.problems and not self.error
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
 
 
 def run_device(torch: Any, device: str, steps: int = 60, seed: int = 0) -> SmokeResult:
@@ -92,7 +87,7 @@ def run_device(torch: Any, device: str, steps: int = 60, seed: int = 0) -> Smoke
         sync()
         result.first_loss, result.last_loss = float(first), float(loss)
     except Exception as exc:  # the device's own error is the finding (no kernel image, OOM, ...)
-        result.error = _first_line(exc)
+        result.error = first_line(exc)
     finally:
         torch.set_num_threads(threads)
     result.seconds = round(time.perf_counter() - start, 3)

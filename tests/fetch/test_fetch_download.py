@@ -30,7 +30,7 @@ def test_plain_download_hashes_while_streaming(server, tmp_path):
     assert result.sha256 == SHA and result.size == len(DATA) == (tmp_path / "x.part").stat().st_size
     assert result.attempts == 1 and result.resumed_at == []
     assert server.gets("/lt.zip") == [None]
-    assert logs[0] == "downloading lt.zip (300.0 KB)"  # a few plain lines, no bar, off a terminal
+    assert logs[0] == "downloading lt.zip (293.0 KiB)"  # a few plain lines, no bar, off a terminal
     assert len(logs) <= 5
 
 
@@ -41,7 +41,7 @@ def test_resume_after_the_server_drops_the_connection_mid_body(server, tmp_path)
     assert result.sha256 == SHA
     assert server.gets("/lt.zip") == [None, "bytes=100000-"]
     assert result.resumed_at == [100_000]
-    assert any("interrupted after 100.0 KB" in line or "closed after 100.0 KB" in line for line in logs), logs
+    assert any("interrupted after 97.7 KiB" in line or "closed after 97.7 KiB" in line for line in logs), logs
 
 
 def test_retry_on_503_with_backoff(server, tmp_path):
@@ -70,7 +70,7 @@ def test_no_retry_on_404(server, tmp_path):
 def test_truncated_body_fails_and_keeps_the_part_for_a_later_resume(server, tmp_path):
     server.add("/lt.zip", DATA)
     server.script("/lt.zip", [("cut", 120_000)] * 4)  # 1 with progress + 3 without
-    with pytest.raises(DoctorError, match="failed after 4 attempts: connection closed after 120.0 KB of 300.0 KB"):
+    with pytest.raises(DoctorError, match="failed after 4 attempts: connection closed after 117.2 KiB of 293.0 KiB"):
         fetch(server, tmp_path, retries=2)
     assert (tmp_path / "x.part").stat().st_size == 120_000
     # the source is whole again: the next run asks only for the rest

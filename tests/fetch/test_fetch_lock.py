@@ -59,8 +59,8 @@ def test_concurrent_writers_lose_no_entry(tmp_path):
 
 def test_space_error():
     assert space_error(10, 100, Path("/x"), "unpack") is None
-    assert space_error(3_000_000_000, 1_000_000_000, Path("/x"), "unpack 3.0 GB") == \
-        "not enough free space in /x to unpack 3.0 GB: need about 3.0 GB, 1.0 GB free"
+    assert space_error(3_000_000_000, 1_000_000_000, Path("/x"), "unpack 2.8 GiB") == \
+        "not enough free space in /x to unpack 2.8 GiB: need about 2.8 GiB, 953.7 MiB free"
 
 
 def test_read_install_record(tmp_path):

@@ -91,10 +91,12 @@ class FakeMachine:
         self.file(f"{base}/vendor", vendor + "\n")
         self.file(f"{base}/device", device + "\n")
         self.file(f"{base}/class", pci_class + "\n")
+        # The kernel's uevent, as `cat /sys/bus/pci/devices/<addr>/uevent` prints it.
+        uevent = (f"PCI_CLASS={int(pci_class, 16):X}\nPCI_ID={vendor[2:].upper()}:{device[2:].upper()}\n"
+                  f"PCI_SLOT_NAME={address}\n")
         if driver:
-            target = self.root / "sys/bus/pci/drivers" / driver
-            target.mkdir(parents=True, exist_ok=True)
-            (self.root / base.lstrip("/") / "driver").symlink_to(target)
+            uevent = f"DRIVER={driver}\n" + uevent
+        self.file(f"{base}/uevent", uevent)
 
     def kfd_node(self, node: int, gfx_target_version: int, device_id: int = 0) -> None:
         props = (f"cpu_cores_count {96 if gfx_target_version == 0 else 0}\nsimd_count {0 if gfx_target_version == 0 else 1216}\n"

@@ -100,4 +100,6 @@ def test_unsaveable_things_are_refused(tmp_path):
         fn.save(tmp_path / "x.safetensors", {"params": {"x": object()}})
     with pytest.raises(ValueError, match="keys must be strings without '.'"):
         fn.save(tmp_path / "x.safetensors", {"a.b": torch.ones(1)})
+    with pytest.raises(ValueError, match=r"metadata keys \['torchfn.tree'\] are torchfn's own"):
+        fn.save(tmp_path / "x.safetensors", {"a": torch.ones(1)}, metadata={"torchfn.tree": "{}"})
     assert not list(tmp_path.iterdir())  # nothing half-written left behind

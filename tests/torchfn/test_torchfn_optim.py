@@ -84,6 +84,13 @@ def test_grads_of_another_tree_are_refused():
         opt.step(params, {"w": torch.ones(2)}, opt.init(params), 0.1)
 
 
+@pytest.mark.parametrize("name", list(CASES))
+def test_empty_params_are_refused_with_a_clear_message(name):
+    _, opt, lr = CASES[name]
+    with pytest.raises(ValueError, match="params have no tensors"):
+        opt.step({}, {}, opt.init({}), lr)
+
+
 def test_adam_state_counts_steps_without_mutation():
     opt = fn.adam()
     params = {"w": torch.ones(3)}

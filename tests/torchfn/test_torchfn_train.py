@@ -98,6 +98,8 @@ def test_batches_shuffle_by_key_and_cover_every_example():
     assert sorted(shuffled) == list(range(10)) and shuffled != ordered
     assert shuffled == [int(v) for _, yb in fn.batches(x, y, 4, fn.key(1)) for v in yb]
     assert [len(yb) for _, yb in fn.batches(x, y, 4, drop_last=True)] == [4, 4]
+    with pytest.raises(ValueError, match="batch_size must be at least 1, got 0"):
+        next(fn.batches(x, y, 0))
 
 
 def test_compile_true_compiles_here_and_matches_eager(data):
