@@ -20,6 +20,7 @@ Checks cost a few microseconds a call; turn them off in a hot loop with
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
@@ -61,9 +62,6 @@ def checks(enabled: bool) -> Iterator[None]:
 
 
 # -- shape specs ---------------------------------------------------------------------
-
-_FLOAT_KINDS = ("float", "bfloat")
-
 
 @dataclass(frozen=True)
 class Shape:
@@ -120,8 +118,7 @@ def _as_spec(spec: Any) -> Shape | dict[str, Any]:
             if optional:
                 if not isinstance(compiled, Shape):
                     raise ValueError(f"{key!r}: only a tensor entry can be optional")
-                compiled = Shape(compiled.text, compiled.before, compiled.variadic, compiled.after,
-                                 compiled.dtypes, optional=True)
+                compiled = dataclasses.replace(compiled, optional=True)
             out[key.rstrip("?")] = compiled
         return out
     dim_str = getattr(spec, "dim_str", None)  # a jaxtyping annotation, e.g. Float[Tensor, "b n"]

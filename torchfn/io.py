@@ -110,6 +110,9 @@ def save(path: str | os.PathLike[str], tree: Any, metadata: Mapping[str, str] | 
         ready[name] = t.contiguous().clone() if ident in seen else t.contiguous()
         seen.add(ident)
     meta = {"format": FORMAT, "torchfn.tree": json.dumps(skeleton)}
+    clash = sorted(set(meta) & set(metadata or {}))
+    if clash:  # overwriting them would write a checkpoint that `load` cannot rebuild
+        raise ValueError(f"metadata keys {clash} are torchfn's own; choose other names")
     meta.update(metadata or {})
     tmp = f"{os.fspath(path)}.tmp"
     save_file(ready, tmp, metadata=meta)

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from torchfn import random
 from torchfn.contracts import contract
+from torchfn.tree import tree_map
 
 Params = dict[str, Any]
 Rng = int | torch.Generator
@@ -214,6 +215,4 @@ def mlp(sizes: Sequence[int], *, act: Layer = relu, dropout_p: float = 0.0, dtyp
 
 def to_device(params: Any, device: torch.device | str, dtype: torch.dtype | None = None) -> Any:
     """A copy of a params tree on another device (and dtype); the original is untouched."""
-    from torchfn.tree import tree_map
-
     return tree_map(lambda t: t.to(device=device, dtype=dtype) if isinstance(t, torch.Tensor) else t, params)

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from torchfn.tree import leaves, unflatten_like
+from torchfn.tree import leaves, tree_map, unflatten_like
 
 Params = Any
 State = dict[str, Any]
@@ -34,7 +34,7 @@ class Optimizer:
 
 
 def _zeros(params: Params) -> Params:
-    return unflatten_like(params, [torch.zeros_like(p) for p in leaves(params)])
+    return tree_map(torch.zeros_like, params)
 
 
 def _with_weight_decay(ps: list[torch.Tensor], gs: list[torch.Tensor], weight_decay: float) -> list[torch.Tensor]:
@@ -44,6 +44,8 @@ def _with_weight_decay(ps: list[torch.Tensor], gs: list[torch.Tensor], weight_de
 
 def _leaves_checked(params: Params, grads: Params) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     ps, gs = leaves(params), leaves(grads)
+    if not ps:  # the foreach kernels reject empty lists with a message that names no cause
+        raise ValueError("params have no tensors: there is nothing to optimise (did you pass a parameter-free layer?)")
     if len(ps) != len(gs):
         raise ValueError(f"grads have {len(gs)} tensors but params have {len(ps)}; "
                          "take grads of the same params tree you step")

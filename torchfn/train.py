@@ -171,6 +171,8 @@ def train_step(loss_fn: Callable[..., torch.Tensor], optimizer: Optimizer, *, co
 def batches(x: torch.Tensor, y: torch.Tensor, batch_size: int, key: int | None = None, *,
             drop_last: bool = False) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Minibatches of (x, y), shuffled by `key` (in order when key is None)."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     n = x.shape[0]
     if y.shape[0] != n:
         raise ValueError(f"x has {n} examples but y has {y.shape[0]}")

@@ -527,7 +527,7 @@ def _arch_unsupported(match: Match, facts: MachineFacts) -> Advice:
         else:
             fix = (f"no current build has kernels for compute capability {capability}: use an older torch release "
                    "that still supports it, or build libtorch from source with TORCH_CUDA_ARCH_LIST=" + capability)
-    return Advice(f"the build has no kernels for this GPU" + (f" (compute capability {capability})" if capability else ""),
+    return Advice("the build has no kernels for this GPU" + (f" (compute capability {capability})" if capability else ""),
                   detail, fix, subject=capability or "")
 
 

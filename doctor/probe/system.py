@@ -32,33 +32,49 @@ class SystemFacts:
     evidence: list[Evidence] = field(default_factory=list)
 
 
-def parse_cpuinfo(text: str) -> dict:
-    """Model, logical and physical core counts and flags from /proc/cpuinfo (x86 and arm)."""
-    model = None
-    logical = 0
+@dataclass(frozen=True)
+class CpuInfo:
+    model: str
+    logical: int  # processor entries
+    physical_cores: int | None  # distinct (physical id, core id), when the kernel says
+    mhz: float | None  # the highest "cpu MHz" line (x86 only)
+    flags: frozenset[str] = field(default_factory=frozenset)
+    arch: str = "unknown"  # "x86" | "arm" | "unknown"
+
+
+def parse_cpuinfo(text: str) -> CpuInfo:
+    """/proc/cpuinfo (x86 or aarch64) to the few facts a peak estimate needs."""
+    blocks = [b for b in re.split(r"\n\s*\n", text) if b.strip()]
+    model = ""
+    flags: frozenset[str] = frozenset()
+    mhz: list[float] = []
     cores: set[tuple[str, str]] = set()
-    flags: set[str] = set()
-    physical_id = core_id = ""
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        key, value = key.strip(), value.strip()
-        if key == "processor":
+    logical = 0
+    arch = "unknown"
+    for block in blocks:
+        fields: dict[str, str] = {}
+        for line in block.splitlines():
+            key, sep, value = line.partition(":")
+            if sep:
+                fields[key.strip().lower()] = value.strip()
+        if "processor" in fields and fields["processor"].isdigit():
             logical += 1
-        elif key in ("model name", "Model", "Hardware") and model is None:
-            model = value
-        elif key == "physical id":
-            physical_id = value
-        elif key == "core id":
-            core_id = value
-            cores.add((physical_id, core_id))
-        elif key in ("flags", "Features"):
-            flags.update(value.split())
-    return {
-        "model": model,
-        "logical": logical or None,
-        "physical": len(cores) or None,
-        "simd": [f for f in SIMD_FLAGS if f in flags],
-    }
+        if not model:
+            model = fields.get("model name") or fields.get("hardware") or ""
+        if not flags:
+            if "flags" in fields:
+                flags, arch = frozenset(fields["flags"].split()), "x86"
+            elif "features" in fields:
+                flags, arch = frozenset(fields["features"].split()), "arm"
+        try:
+            mhz.append(float(fields["cpu mhz"]))
+        except (KeyError, ValueError):
+            pass
+        if "core id" in fields:
+            cores.add((fields.get("physical id", "0"), fields["core id"]))
+    if not model and arch == "arm":
+        model = "aarch64"
+    return CpuInfo(model or "unknown", logical, len(cores) or None, max(mhz) if mhz else None, flags, arch)
 
 
 def parse_meminfo(text: str) -> int | None:
@@ -93,8 +109,11 @@ def detect_system(host: Host, ld_cache: dict[str, list[str]], cache_dir: str) ->
     if kernel_text:
         kernel = kernel_text.strip()
     cpu = parse_cpuinfo(host.read_text("/proc/cpuinfo") or "")
-    if cpu["model"]:
-        evidence.append(Evidence("file", "/proc/cpuinfo", f"{cpu['model']}; {' '.join(cpu['simd'])}"))
+    simd = [f for f in SIMD_FLAGS if f in cpu.flags]
+    model = cpu.model if cpu.model != "unknown" else None
+    logical, physical = cpu.logical or None, cpu.physical_cores
+    if model:
+        evidence.append(Evidence("file", "/proc/cpuinfo", f"{model}; {' '.join(simd)}"))
     memory = parse_meminfo(host.read_text("/proc/meminfo") or "")
     libstdcxx = next(iter(ld_cache.get("libstdc++.so.6", [])), None)
     glibcxx = cxxabi = None
@@ -110,17 +129,17 @@ def detect_system(host: Host, ld_cache: dict[str, list[str]], cache_dir: str) ->
         import psutil
 
         memory = memory or psutil.virtual_memory().total
-        cpu["logical"] = cpu["logical"] or psutil.cpu_count()
-        cpu["physical"] = cpu["physical"] or psutil.cpu_count(logical=False)
+        logical = logical or psutil.cpu_count()
+        physical = physical or psutil.cpu_count(logical=False)
     return SystemFacts(
         os=host.system,
         distribution=distro,
         kernel=kernel,
         machine=host.machine,
-        cpu_model=cpu["model"],
-        logical_cores=cpu["logical"],
-        physical_cores=cpu["physical"],
-        simd=cpu["simd"],
+        cpu_model=model,
+        logical_cores=logical,
+        physical_cores=physical,
+        simd=simd,
         memory_bytes=memory,
         glibc=host.glibc,
         libstdcxx=libstdcxx,

@@ -24,10 +24,10 @@ from doctor import __version__
 from doctor.host import Host
 from doctor.model import Area, Evidence, Finding, Level, Report
 from doctor.workload import first_line, require_torch
+from doctor.probe.system import parse_cpuinfo
 from doctor.workload.cpu import (
     bf16_native,
     estimate_peak,
-    parse_cpuinfo,
     parse_max_freq_khz,
     parse_parallel_info,
     parse_torch_config,

@@ -12,52 +12,9 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class CpuInfo:
-    model: str
-    logical: int  # processor entries
-    physical_cores: int | None  # distinct (physical id, core id), when the kernel says
-    mhz: float | None  # the highest "cpu MHz" line (x86 only)
-    flags: frozenset[str] = field(default_factory=frozenset)
-    arch: str = "unknown"  # "x86" | "arm" | "unknown"
-
-
-def parse_cpuinfo(text: str) -> CpuInfo:
-    """/proc/cpuinfo (x86 or aarch64) to the few facts a peak estimate needs."""
-    blocks = [b for b in re.split(r"\n\s*\n", text) if b.strip()]
-    model = ""
-    flags: frozenset[str] = frozenset()
-    mhz: list[float] = []
-    cores: set[tuple[str, str]] = set()
-    logical = 0
-    arch = "unknown"
-    for block in blocks:
-        fields: dict[str, str] = {}
-        for line in block.splitlines():
-            key, sep, value = line.partition(":")
-            if sep:
-                fields[key.strip().lower()] = value.strip()
-        if "processor" in fields and fields["processor"].isdigit():
-            logical += 1
-        if not model:
-            model = fields.get("model name") or fields.get("hardware") or ""
-        if not flags:
-            if "flags" in fields:
-                flags, arch = frozenset(fields["flags"].split()), "x86"
-            elif "features" in fields:
-                flags, arch = frozenset(fields["features"].split()), "arm"
-        try:
-            mhz.append(float(fields["cpu mhz"]))
-        except (KeyError, ValueError):
-            pass
-        if "core id" in fields:
-            cores.add((fields.get("physical id", "0"), fields["core id"]))
-    if not model and arch == "arm":
-        model = "aarch64"
-    return CpuInfo(model or "unknown", logical, len(cores) or None, max(mhz) if mhz else None, flags, arch)
+from doctor.probe.system import CpuInfo
 
 
 def parse_max_freq_khz(text: str | None) -> float | None:

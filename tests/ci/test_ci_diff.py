@@ -10,7 +10,8 @@ import pytest
 from click.testing import CliRunner
 from ci_support import doctor_env, run_doctor
 
-from doctor.commands.diff import Input, command, compare
+from doctor.commands.diff import command
+from doctor.diagnose.diff import Input, compare
 
 
 @pytest.fixture(scope="module")

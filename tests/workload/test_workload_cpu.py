@@ -7,9 +7,9 @@ from hypothesis import strategies as st
 
 from doctor.host import Host
 from doctor.workload.bench import cpu_context
+from doctor.probe.system import parse_cpuinfo
 from doctor.workload.cpu import (
     estimate_peak,
-    parse_cpuinfo,
     parse_max_freq_khz,
     parse_parallel_info,
     parse_torch_config,
