@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -16,11 +17,20 @@ from doctor.diagnose.diff import Input, compare
 
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory, old_abi_tree) -> tuple[Path, Path]:
-    """`doctor check --json` here, and again with LIBTORCH at the old-ABI 2.6.0 tree."""
+    """`doctor check --json` here, and again with LIBTORCH at a fetched old-ABI 2.6.0 tree."""
     tmp = tmp_path_factory.mktemp("diff")
     (tmp / "home").mkdir()
+    # Fetched, as the issue asks: the tree zipped as the official old-ABI archive, then installed.
+    archive = tmp / "libtorch-shared-with-deps-2.6.0+cpu.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for file in sorted(old_abi_tree.rglob("*")):
+            zf.write(file, "libtorch/" + file.relative_to(old_abi_tree).as_posix())
+    dest = tmp / "libtorch-2.6.0"
+    fetched = run_doctor(["fetch-libtorch", "--version", "2.6.0", "--variant", "cpu", "--abi", "pre-cxx11",
+                          "--archive", str(archive), "--dest", str(dest), "--no-lock", "-q"], cwd=tmp, env=doctor_env(tmp))
+    assert fetched.returncode == 0, fetched.stderr
     a, b = tmp / "here.json", tmp / "old-abi.json"
-    for path, extra in ((a, {}), (b, {"LIBTORCH": str(old_abi_tree)})):
+    for path, extra in ((a, {}), (b, {"LIBTORCH": str(dest)})):
         result = run_doctor(["check", "--json"], cwd=tmp, env=doctor_env(tmp, **extra))
         assert result.returncode in (0, 1), result.stderr
         path.write_text(result.stdout)
