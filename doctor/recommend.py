@@ -84,6 +84,11 @@ def validate_backend(value: str, origin: str = BACKEND_ENV) -> str:
     return v
 
 
+def uncovered(archs, gpus) -> list:
+    """The GPUs (of those whose compute capability is known) that a build with `archs` has no code for."""
+    return [g for g in gpus if g.compute_capability and not covers(archs, g.compute_capability).ok]
+
+
 def recommend_variant(host: Host, version: str | None = None, gpu=None, *, backend: str | None = None) -> Recommendation:
     """The variant to fetch for torch `version` on this machine (see the module docstring)."""
     reasons: list[str] = []
@@ -187,11 +192,7 @@ def _pick_cuda(host: Host, version: str, gpu, published: list[str], reasons: lis
             considered.append(Considered(variant, False, verdict.why))
             continue
         archs = arch_list(variant, version, host.machine)
-        missing = []
-        if archs is not None:
-            for g in visible:
-                if g.compute_capability and not covers(archs, g.compute_capability).ok:
-                    missing.append(f"{g.name} ({g.compute_capability})")
+        missing = [f"{g.name} ({g.compute_capability})" for g in uncovered(archs, visible)] if archs else []
         if missing:
             considered.append(Considered(variant, False, f"its architectures ({archs.label}) lack {', '.join(missing)}"))
             continue

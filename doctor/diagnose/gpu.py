@@ -18,6 +18,7 @@ from doctor.host import Host
 from doctor.model import Area, Evidence, Finding, Level
 from doctor.probe.libtorch import LibtorchFacts, LibtorchInstall
 from doctor.probe.python_torch import PythonTorch
+from doctor.recommend import cuda_sorted, known_releases, published_variants, recommend_variant, rocm_sorted, uncovered
 
 if TYPE_CHECKING:
     from doctor.probe.gpu import GpuFacts
@@ -274,8 +275,6 @@ def _judge_build(gpu, build: Build, host: Host) -> tuple[list[str], list[Finding
 
 
 def _judge_cpu(gpu, build: Build, host: Host) -> tuple[list[str], list[Finding]]:
-    from doctor.recommend import recommend_variant
-
     if not build.version:
         return [f"{build.label}: CPU build"], []
     rec = recommend_variant(host, build.version, gpu)
@@ -357,8 +356,6 @@ def _driver_runs(variant: str, nv) -> bool:
 
 
 def _older_variant_for_driver(build: Build, nv, host: Host) -> str | None:
-    from doctor.recommend import cuda_sorted, published_variants
-
     variants = cuda_sorted(published_variants(build.version or "", host.system, host.machine) or [])
     return next((v for v in variants if _driver_runs(v, nv)), None)
 
@@ -366,14 +363,11 @@ def _older_variant_for_driver(build: Build, nv, host: Host) -> str | None:
 def _variant_with_arch(build: Build, gpu, host: Host) -> tuple[str, str, str] | None:
     """A variant whose architectures cover every visible GPU: this release first (one the driver
     runs, then any), else the newest release that has one. (variant, version, note)."""
-    from doctor.recommend import cuda_sorted, known_releases, published_variants
-
     nv = gpu.nvidia
-    ccs = [g.compute_capability for g in nv.visible_gpus if g.compute_capability]
 
     def fits(variant: str, version: str) -> bool:
         archs = arch_list(variant, version, host.machine)
-        return archs is not None and all(covers(archs, cc).ok for cc in ccs)
+        return archs is not None and not uncovered(archs, nv.visible_gpus)
 
     version = build.version or ""
     same = [v for v in cuda_sorted(published_variants(version, host.system, host.machine) or []) if fits(v, version)]
@@ -424,8 +418,6 @@ def _judge_rocm(gpu, build: Build, host: Host) -> tuple[list[str], list[Finding]
 
 
 def _rocm_variant_with(gfx: str, host: Host) -> tuple[str, str] | None:
-    from doctor.recommend import rocm_sorted, known_releases, published_variants
-
     for release in known_releases():
         for v in rocm_sorted(published_variants(release, host.system, host.machine) or []):
             row = gfx_list(v)
@@ -496,10 +488,9 @@ def meets_cuda(gpu: GpuFacts | None, install: LibtorchInstall | PythonTorch | No
     if verdict.status == "too-old":
         return False, verdict.why
     archs = arch_list(variant, version, gpu_machine(install))
-    if archs is not None:
-        for g in nv.visible_gpus:
-            if g.compute_capability and not covers(archs, g.compute_capability).ok:
-                return False, f"{variant} has no code for {g.name} ({g.compute_capability})"
+    lacking = uncovered(archs, nv.visible_gpus) if archs is not None else []
+    if lacking:
+        return False, f"{variant} has no code for {lacking[0].name} ({lacking[0].compute_capability})"
     return True, f"{variant} runs on {_count([g.name for g in nv.visible_gpus])} (driver {nv.driver_version or nv.driver_cuda_version})"
 
 
