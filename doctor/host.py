@@ -128,6 +128,12 @@ class Host:
                     return None
         return None
 
+    def usable_cpus(self) -> int:
+        """CPUs this process may run on (its affinity mask, as taskset and cgroups set it)."""
+        if hasattr(os, "sched_getaffinity"):
+            return len(os.sched_getaffinity(0))
+        return os.cpu_count() or 1
+
     # -- environment and commands --
 
     @property

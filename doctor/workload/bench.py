@@ -12,7 +12,6 @@ torch is imported inside the functions only.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 import warnings
@@ -104,7 +103,7 @@ def cpu_context(torch: Any, host: Host) -> dict[str, Any]:
     """The CPU's peak estimate, BLAS and thread settings, with where each came from."""
     info = parse_cpuinfo(host.read_text("/proc/cpuinfo") or "")
     max_mhz = parse_max_freq_khz(host.read_text("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"))
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    usable = host.usable_cpus()
     peak = estimate_peak(info, usable, max_mhz)
     config = parse_torch_config(torch.__config__.show())
     parallel = parse_parallel_info(torch.__config__.parallel_info())
