@@ -34,7 +34,7 @@ def gather_facts(host: Host, backend: str | None = None) -> dict:
 
     ld_cache = read_ld_cache(host)
     with ThreadPoolExecutor(max_workers=4) as pool:
-        gpu = pool.submit(_detect_gpus, host, backend)
+        gpu = pool.submit(_detect_gpus, host, backend, ld_cache)
         toolchain = pool.submit(detect_toolchain, host)
         system = pool.submit(detect_system, host, ld_cache, str(libtorch_home(host)))
         python, libtorch = torch_and_libtorch()
@@ -66,10 +66,10 @@ def _guarded(future) -> tuple[object, str | None]:
         return None, f"{type(exc).__name__}: {exc}"
 
 
-def _detect_gpus(host: Host, backend: str | None):
+def _detect_gpus(host: Host, backend: str | None, ld_cache: dict[str, list[str]]):
     from doctor.probe.gpu import detect_gpus
 
-    return detect_gpus(host, backend=backend)
+    return detect_gpus(host, backend=backend, ld_cache=ld_cache)
 
 
 def build_areas(facts: dict, host: Host) -> list[Area]:

@@ -64,14 +64,17 @@ def detect_xpu(pci: list[PciDevice]) -> XpuFacts:
     return facts
 
 
-def detect_gpus(host: Host, recommend: bool = True, backend: str | None = None) -> GpuFacts:
-    """Every vendor's GPUs, probed side by side, and (unless `recommend` is False) the variant that fits."""
+def detect_gpus(host: Host, recommend: bool = True, backend: str | None = None,
+                ld_cache: dict[str, list[str]] | None = None) -> GpuFacts:
+    """Every vendor's GPUs, probed side by side, and (unless `recommend` is False) the variant that fits.
+    `ld_cache` is the parsed /etc/ld.so.cache when the caller has already read it."""
     from doctor.probe.loader import read_ld_cache
 
     start = time.monotonic()
     timeout = probe_timeout(host)
     pci = scan_pci(host)
-    ld_cache = read_ld_cache(host) if host.system == "Linux" else {}
+    if ld_cache is None:
+        ld_cache = read_ld_cache(host) if host.system == "Linux" else {}
     with ThreadPoolExecutor(max_workers=3) as pool:
         nvidia = pool.submit(detect_nvidia, host, pci, timeout, ld_cache)
         amd = pool.submit(detect_rocm, host, pci, timeout)
