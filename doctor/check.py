@@ -107,6 +107,22 @@ def requirements_area(requirements: Sequence, facts: dict) -> Area:
     return Area("requirements", "Requirements", f"{met} of {len(requirements)} met", details, findings)
 
 
+def _flag_truncated_output(host: Host, areas: list[Area]) -> list[Area]:
+    """A verdict read from a cut output may be wrong: say which commands printed too much."""
+    import dataclasses
+
+    if not host.truncated or not areas:
+        return areas
+    findings = [
+        Finding("probe.failed", Level.WARNING, f"output truncated: `{command}` printed more than "
+                f"{host.output_limit // 1024} KiB; only the start was read",
+                detail="Facts read from this command may be incomplete.",
+                fix=f"run `{command}` yourself and look at what it prints", area=areas[0].name, subject=command)
+        for command in sorted(set(host.truncated))
+    ]
+    return [dataclasses.replace(areas[0], findings=[*areas[0].findings, *findings]), *areas[1:]]
+
+
 def run_check(host: Host, requirements: Sequence = (), strict: bool = False, policy=None,
               build: str | None = None, backend: str | None = None) -> Report:
     facts = gather_facts(host, backend)
@@ -117,6 +133,7 @@ def run_check(host: Host, requirements: Sequence = (), strict: bool = False, pol
         areas.append(build_check(host, facts["libtorch"].active_install, build).area())
     if requirements:
         areas.append(requirements_area(requirements, facts))
+    areas = _flag_truncated_output(host, areas)
     report = Report("check", facts, areas, doctor_version=__version__, strict=strict)
     if policy is not None:
         from doctor.policy import apply_policy

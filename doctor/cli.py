@@ -1,13 +1,18 @@
 """The `doctor` command line: click commands only, each imported when it is used.
 
 Exit codes (shared/reference/cli-conventions.md): 0 all required checks pass, 1 problems
-found or a user-fixable error, 2 usage error, 3 the doctor itself crashed, 130 interrupted.
+found or a user-fixable error, 2 usage error, 3 the doctor itself crashed (a crash report is
+written and its path printed), 130 interrupted (Ctrl-C), 141 stdout closed early (`| head`),
+quietly.
+
+DOCTOR_DEBUG_CRASH=1 makes any command crash on purpose, so that the crash path is tested.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 import traceback
 
@@ -57,6 +62,8 @@ def cli() -> None:
 
     Start with `doctor check`; `doctor check -v` shows every detail and its evidence.
     """
+    if os.environ.get("DOCTOR_DEBUG_CRASH") == "1":  # hidden: proves the exit-3 path end to end
+        raise RuntimeError("crash forced by DOCTOR_DEBUG_CRASH=1")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,31 +71,86 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         rv = cli.main(args=argv, prog_name="doctor", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("Interrupted.", err=True)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at exit
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        _say("Interrupted.")
         return 130
+    except BrokenPipeError:
+        return _broken_pipe()
     except click.ClickException as exc:
         exc.show()
         return 2 if isinstance(exc, click.UsageError) else exc.exit_code
     except DoctorError as exc:
-        click.echo(f"error: {exc.message}", err=True)
+        _say(f"error: {exc.message}")
         if exc.hint:
-            click.echo(f"hint: {exc.hint}", err=True)
+            _say(f"hint: {exc.hint}")
         return exc.exit_code
-    except KeyboardInterrupt:
-        click.echo("Interrupted.", err=True)
-        return 130
-    except BrokenPipeError:
-        return 1
-    except Exception:  # the doctor itself crashed: say so, and how to report it
-        click.echo(traceback.format_exc(), err=True)
-        click.echo(
-            f"torch-doctor {__version__} crashed (a bug, not your setup). "
-            "Please report it with the traceback above and `doctor check --json`.",
-            err=True,
+    except Exception:  # the doctor itself crashed: say so, keep the details, and how to report it
+        text = traceback.format_exc()
+        where = write_crash_report(text, argv if argv is not None else sys.argv[1:])
+        _say(text)
+        _say(
+            f"torch-doctor {__version__} crashed (a bug, not your setup).\n"
+            + (f"crash report: {where}\n" if where else "")
+            + "Please report it with the traceback above"
+            + (" (saved in the crash report)" if where else "")
+            + " and `doctor check --json`."
         )
         return 3
     return rv if isinstance(rv, int) else 0
+
+
+def _say(text: str) -> None:
+    try:
+        click.echo(text, err=True)
+    except OSError:  # stderr closed too: the exit code is all that is left
+        pass
+
+
+def _broken_pipe() -> int:
+    """The reader went away (`doctor check | head -1`): stop quietly. Point stdout at /dev/null
+    so the interpreter's final flush does not print 'Exception ignored ... BrokenPipeError'."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return 141  # 128 + SIGPIPE, what a shell reports for a program killed by the closed pipe
+
+
+def crash_dir() -> str:
+    import platformdirs
+
+    return platformdirs.user_cache_dir("torch-doctor", appauthor=False)
+
+
+def write_crash_report(text: str, argv: list[str]) -> str | None:
+    """Save the traceback with what is needed to reproduce it; the path, or None when no folder
+    takes it (a cache folder that is a file, a read-only home): then the traceback on stderr
+    is the report."""
+    import platform
+    import tempfile
+    import time
+
+    body = (
+        f"torch-doctor {__version__} crash report\n"
+        f"time: {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
+        f"argv: {' '.join(repr(a) for a in argv)}\n"
+        f"python: {sys.version.split()[0]} on {platform.platform()}\n\n{text}"
+    )
+    name = f"crash-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{os.getpid()}.txt"
+    for folder in (os.path.join(crash_dir(), "crashes"), tempfile.gettempdir()):
+        try:
+            os.makedirs(folder, exist_ok=True)
+            path = os.path.join(folder, name)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
+                fh.write(body)
+            return path
+        except OSError:
+            continue
+    return None
 
 
 if __name__ == "__main__":

@@ -11,14 +11,19 @@ import os
 import platform
 import shutil
 import signal
+import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_TIMEOUT = 5.0
+# What one command may print before the rest is dropped: real nvidia-smi/rocminfo/compiler
+# output is a few KiB; a looping tool must not fill the memory.
+OUTPUT_LIMIT = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,7 @@ class RunResult:
     timed_out: bool = False
     error: str = ""  # "not found", "timed out after 5 s", OSError text
     seconds: float = 0.0
+    truncated: bool = False  # printed more than the limit; the rest was dropped
 
     @property
     def ok(self) -> bool:
@@ -50,6 +56,10 @@ class Host:
     sys_path: Sequence[str] = field(default_factory=lambda: list(sys.path))
     python: str = sys.executable
     glibc: str | None = None  # e.g. "2.36"; None on musl, macOS, Windows
+    output_limit: int = OUTPUT_LIMIT
+    # Commands whose output was cut at `output_limit` during this run ("nvidia-smi -q"):
+    # `doctor check` reports each as a finding, so a verdict read from a cut output is flagged.
+    truncated: list[str] = field(default_factory=list)
 
     @classmethod
     def from_system(cls) -> Host:
@@ -84,44 +94,69 @@ class Host:
             return p
         return self.root / p.relative_to(p.anchor)
 
+    # pathlib's predicates raise on a component over 255 bytes (ENAMETOOLONG) before Python
+    # 3.12 swallows it; a path taken from the environment may be anything.
     def exists(self, path: str | os.PathLike[str]) -> bool:
-        return self.real(path).exists()
+        return _safely(lambda: self.real(path).exists())
 
     def is_dir(self, path: str | os.PathLike[str]) -> bool:
-        return self.real(path).is_dir()
+        return _safely(lambda: self.real(path).is_dir())
 
     def is_file(self, path: str | os.PathLike[str]) -> bool:
-        return self.real(path).is_file()
+        return _safely(lambda: self.real(path).is_file())
 
     def read_text(self, path: str | os.PathLike[str], limit: int = 1 << 20) -> str | None:
-        """The file's text (at most `limit` bytes), or None when it cannot be read."""
-        try:
-            with open(self.real(path), "rb") as fh:
-                return fh.read(limit).decode("utf-8", "replace")
-        except OSError:
-            return None
+        """The file's text (at most `limit` bytes), or None when it cannot be read or is not a
+        regular file."""
+        data = self.read_bytes(path, limit)
+        return None if data is None else data.decode("utf-8", "replace")
 
     def read_bytes(self, path: str | os.PathLike[str], limit: int = 1 << 26) -> bytes | None:
+        """At most `limit` bytes of a regular file, or None. A FIFO or a device in place of
+        libc10.so or version.txt would block or never end: it is opened non-blocking and
+        refused after fstat, so reading it never hangs."""
+        real = self.real(path)
         try:
-            with open(self.real(path), "rb") as fh:
-                return fh.read(limit)
+            fd = os.open(real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        except (OSError, ValueError):  # ValueError: a NUL byte in the path
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            chunks, left = [], limit
+            while left > 0:
+                chunk = os.read(fd, min(left, 1 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+            return b"".join(chunks)
         except OSError:
             return None
+        finally:
+            os.close(fd)
+
+    def is_regular(self, path: str | os.PathLike[str]) -> bool:
+        """A regular file (after symlinks): not a FIFO, socket or device."""
+        try:
+            return stat.S_ISREG(os.stat(self.real(path)).st_mode)
+        except (OSError, ValueError):
+            return False
 
     def listdir(self, path: str | os.PathLike[str]) -> list[str]:
         try:
             return sorted(os.listdir(self.real(path)))
-        except OSError:
+        except (OSError, ValueError):
             return []
 
     def access(self, path: str | os.PathLike[str], mode: int) -> bool:
-        return os.access(self.real(path), mode)
+        return _safely(lambda: os.access(self.real(path), mode))
 
     def disk_free(self, path: str | os.PathLike[str]) -> int | None:
         """Free bytes on the file system that holds `path` (or its nearest existing parent)."""
         p = self.real(path)
         for candidate in (p, *p.parents):
-            if candidate.exists():
+            if _safely(candidate.exists):
                 try:
                     return shutil.disk_usage(candidate).free
                 except OSError:
@@ -165,29 +200,76 @@ class Host:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                text=True,
-                errors="replace",
                 env=dict(env if env is not None else self.env),
-                cwd=real_cwd if real_cwd.is_dir() else None,
+                cwd=real_cwd if _safely(real_cwd.is_dir) else None,
                 start_new_session=os.name == "posix",
             )
-        except OSError as exc:
-            return RunResult(argv, None, error=f"{argv[0]}: {exc.strerror or exc}")
+        except (OSError, ValueError) as exc:
+            return RunResult(argv, None, error=f"{argv[0]}: {getattr(exc, 'strerror', None) or exc}")
+        readers = [_Capped(proc.stdout, self.output_limit), _Capped(proc.stderr, self.output_limit)]
+        if input is not None:
+            threading.Thread(target=_feed, args=(proc.stdin, input), daemon=True).start()
+        timed_out = False
         try:
-            out, err = proc.communicate(input, timeout=timeout)
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            timed_out = True
             _kill_group(proc)
-            out, err = proc.communicate()
-            return RunResult(
-                argv,
-                None,
-                out,
-                err,
-                timed_out=True,
-                error=f"{argv[0]} timed out after {timeout:g} s",
-                seconds=time.monotonic() - start,
-            )
-        return RunResult(argv, proc.returncode, out, err, seconds=time.monotonic() - start)
+            proc.wait()
+        for r in readers:  # the group is dead or done: the pipes close promptly
+            r.join(timeout=max(1.0, timeout))
+        out, err = (r.text() for r in readers)
+        truncated = any(r.dropped for r in readers)
+        if truncated:
+            self.truncated.append(" ".join(argv))
+        if timed_out:
+            return RunResult(argv, None, out, err, timed_out=True, error=f"{argv[0]} timed out after {timeout:g} s",
+                             seconds=time.monotonic() - start, truncated=truncated)
+        return RunResult(argv, proc.returncode, out, err, seconds=time.monotonic() - start, truncated=truncated)
+
+
+def _safely(predicate) -> bool:
+    try:
+        return bool(predicate())
+    except (OSError, ValueError):
+        return False
+
+
+class _Capped:
+    """Drain one pipe in a thread, keeping at most `limit` bytes (the rest is read and dropped,
+    so the child never blocks on a full pipe and a flood never fills our memory)."""
+
+    def __init__(self, stream, limit: int) -> None:
+        self.kept = bytearray()
+        self.dropped = 0
+        self._stream, self._limit = stream, limit
+        self._thread = threading.Thread(target=self._drain, daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        try:
+            while chunk := self._stream.read1(1 << 16):
+                room = self._limit - len(self.kept)
+                self.kept += chunk[:room] if room > 0 else b""
+                self.dropped += max(0, len(chunk) - max(room, 0))
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._stream.close()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    def text(self) -> str:
+        return bytes(self.kept).decode("utf-8", "replace")
+
+
+def _feed(stdin, text: str) -> None:
+    try:
+        stdin.write(text.encode("utf-8", "replace"))
+        stdin.close()
+    except OSError:  # the command exited without reading its input
+        pass
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -1,13 +1,48 @@
-"""Shared fixtures: real ELF libraries of both ABIs and the real torch wheel."""
+"""Shared fixtures: a hermetic environment for every test, real ELF libraries of both ABIs
+and the real torch wheel."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from support import C10_SOURCE, torch_root
+
+# Variables that point a build (and the doctor) at a libtorch of this machine: a test must
+# never see the developer's own, nor write into their caches.
+LEAKY_PREFIXES = ("LIBTORCH",)
+LEAKY_NAMES = ("Torch_DIR", "CMAKE_PREFIX_PATH", "CONDA_PREFIX", "DOCTOR_LIBTORCH_MIRROR", "DOCTOR_DEBUG_CRASH")
+
+
+def _isolate(mp: pytest.MonkeyPatch, base: Path) -> None:
+    for name in list(os.environ):
+        if name.startswith(LEAKY_PREFIXES) or name in LEAKY_NAMES:
+            mp.delenv(name)
+    home = base / "home"
+    (home / ".cache").mkdir(parents=True, exist_ok=True)
+    mp.setenv("HOME", str(home))
+    mp.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    mp.setenv("LIBTORCH_HOME", str(home / ".cache" / "libtorch"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def hermetic_session(tmp_path_factory):
+    """The same isolation for session- and module-scoped fixtures, which run before any
+    function-scoped one (a module's `doctor check --json` report, for instance)."""
+    mp = pytest.MonkeyPatch()
+    _isolate(mp, tmp_path_factory.mktemp("session-home"))
+    yield
+    mp.undo()
+
+
+@pytest.fixture(autouse=True)
+def hermetic(monkeypatch, tmp_path_factory):
+    """Every test gets its own HOME, XDG_CACHE_HOME and LIBTORCH_HOME and no LIBTORCH*,
+    Torch_DIR, CMAKE_PREFIX_PATH or CONDA_PREFIX of this machine."""
+    _isolate(monkeypatch, tmp_path_factory.mktemp("home"))
 
 @pytest.fixture(scope="session")
 def wheel_root() -> Path:
