@@ -27,6 +27,19 @@ FILES = ("doctor.toml", "pyproject.toml")
 KEYS = ("min-version", "require", "error-on", "ignore")
 # Finding ids are dotted, lower-case words: "abi.mismatch", "loader.library-not-found".
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*(\.[a-z0-9][a-z0-9-]*)+$")
+# Every finding id the doctor can report (one docs/findings/<id>.md page each; a test keeps
+# the two equal). A typo in error-on or ignore would silently do nothing: it is refused.
+FINDING_IDS = frozenset({
+    "abi.mismatch", "apple.rosetta", "arch.mismatch", "bench.compile-failed", "bench.gemm-slow",
+    "build.failed", "cmake.torch-not-found", "cuda.arch-unsupported", "cuda.driver-too-old",
+    "cuda.no-device", "cuda.not-compiled", "cuda.ptx-jit", "cxx.std-too-old", "diff.changed",
+    "disk.low", "glibc.too-old", "gpu.cpu-build", "headers.missing", "libtorch.conflict",
+    "libtorch.not-found", "libtorch.path-invalid", "libtorch.version-disagree", "link.as-needed",
+    "link.library-missing", "loader.library-not-found", "macos.duplicate-rpath", "memory.oom",
+    "probe.failed", "requirement.unmet", "rocm.arch-unsupported", "rocm.no-device",
+    "smoke.device-unavailable", "smoke.failed", "smoke.passed", "toolchain.compiler-missing",
+    "version.mismatch",
+})
 
 
 @dataclass(frozen=True)
@@ -50,11 +63,11 @@ def load_policy(host: Host, doctor_version: str | None = None) -> Policy | None:
         path = PurePath(host.cwd) / name
         text = host.read_text(path)
         if text is None:
+            if host.exists(path) and not host.is_regular(path):  # a FIFO or device: never read, never skipped silently
+                raise UsageError(f"{path}: not a regular file, so its policy cannot be read",
+                                 f"replace {name} with a regular file")
             continue
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise UsageError(f"{path}: not valid TOML: {exc}") from None
+        data = _parse_toml(tomllib, text, path)
         if name == "pyproject.toml":
             tool = data.get("tool")
             table = tool.get("doctor") if isinstance(tool, dict) else None
@@ -74,6 +87,19 @@ def load_policy(host: Host, doctor_version: str | None = None) -> Policy | None:
         )
     source, table = found[0]
     return parse_policy(table, source, doctor_version)
+
+
+def _parse_toml(tomllib, text: str, path: PurePath) -> dict:
+    """tomllib recurses and converts integers of any length: bound both before it runs."""
+    from doctor.bounded import MAX_DEPTH, toml_depth_exceeds
+
+    hint = "see docs/policy.md for the accepted keys and values"
+    if toml_depth_exceeds(text):
+        raise UsageError(f"{path}: nested deeper than {MAX_DEPTH} levels", hint)
+    try:
+        return tomllib.loads(text)
+    except (ValueError, RecursionError) as exc:  # TOMLDecodeError is a ValueError, as is a 5000-digit integer
+        raise UsageError(f"{path}: not valid TOML: {str(exc)[:200]}", hint) from None
 
 
 def parse_policy(table: dict, source: str, doctor_version: str | None = None) -> Policy:
@@ -121,15 +147,13 @@ def parse_policy(table: dict, source: str, doctor_version: str | None = None) ->
     if not isinstance(error_on, list) or not all(isinstance(i, str) for i in error_on):
         raise bad("error-on", 'must be a list of finding ids like ["abi.mismatch"]')
     for fid in error_on:
-        if not _ID.match(fid):
-            raise bad("error-on", f"{fid!r} is not a finding id (ids look like abi.mismatch)")
+        _known_id(bad, "error-on", fid)
 
     ignore = table.get("ignore", {})
     if not isinstance(ignore, dict):
         raise bad("ignore", 'must be a table of finding id = "reason"')
     for fid, reason in ignore.items():
-        if not _ID.match(fid):
-            raise bad("ignore", f"{fid!r} is not a finding id (ids look like abi.mismatch)")
+        _known_id(bad, "ignore", fid)
         if not isinstance(reason, str) or not reason.strip():
             raise bad(f"ignore.{fid}", "needs a reason: a non-empty string saying why it is safe to ignore")
     both = sorted(set(error_on) & set(ignore))
@@ -143,6 +167,16 @@ def parse_policy(table: dict, source: str, doctor_version: str | None = None) ->
         ignore={k: v.strip() for k, v in ignore.items()},
         min_version=min_version,
     )
+
+
+def _known_id(bad, key: str, fid: str) -> None:
+    if not _ID.match(fid):
+        raise bad(key, f"{fid[:80]!r} is not a finding id (ids look like abi.mismatch)")
+    if fid not in FINDING_IDS:
+        import difflib
+
+        close = difflib.get_close_matches(fid, sorted(FINDING_IDS), n=1)
+        raise bad(key, f"unknown finding id {fid!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
 
 
 def apply_policy(report: Report, policy: Policy | None) -> Report:

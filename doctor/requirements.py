@@ -76,16 +76,19 @@ def _check(req: Requirement, facts: dict) -> tuple[bool, str, list[Evidence]]:
     active = facts["libtorch"].active_install
     if req.kind in ("libtorch", "torch"):
         if req.kind == "libtorch":
-            version, evidence = (active.version, active.evidence[:1]) if active else (None, [])
+            version, evidence = (_full_version(active), active.evidence[:1]) if active else (None, [])
         else:
             torch = facts.get("python_torch")
-            version, evidence = (torch.base_version, torch.evidence) if torch else (None, [])
+            # The full version with its local label ("2.13.0+cpu"): PEP 440 ignores the label
+            # for '==2.13.0' and compares it for '==2.13.0+cpu', which then must match.
+            version, evidence = (torch.version or torch.base_version, torch.evidence) if torch else (None, [])
         if version is None:
             return False, f"no {req.kind}", evidence
         try:
-            ok = Version(version) in SpecifierSet(req.value)
+            # A pre-release installed on purpose (2.14.0.dev...) is judged by its number.
+            ok = SpecifierSet(req.value).contains(Version(version), prereleases=True)
         except InvalidVersion:
-            ok = False
+            return False, f"{version} (not a PEP 440 version)", evidence
         return ok, version, evidence
     if req.kind in ("abi", "variant"):
         if active is None:
@@ -101,6 +104,18 @@ def _check(req: Requirement, facts: dict) -> tuple[bool, str, list[Evidence]]:
     else:
         ok, why = gpu_rules.meets_cuda(gpu, active)
     return ok, why, []
+
+
+def _full_version(active) -> str | None:
+    """The active libtorch's version with the local label its version file states ("2.13.0+cpu");
+    a variant guessed from library names is not a label and is left out."""
+    if active.version is None:
+        return None
+    for source in active.version_sources:
+        base, _, local = source.version.partition("+")
+        if local and base == active.version:
+            return source.version
+    return active.version
 
 
 def _fix(req: Requirement) -> str:

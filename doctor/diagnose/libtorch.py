@@ -29,7 +29,7 @@ def libtorch_area(facts: LibtorchFacts, python: PythonTorch | None, system: Syst
             details.append(f"    ABI {c.abi} from {c.abi_source}")
         for s in c.version_sources:
             details.append(f"    {s.file}: {s.version}")
-        findings.extend(_tree_findings(c, system))
+        findings.extend(_tree_findings(c, system, active=i == facts.active))
     details.append(f"a build would use: {active.root if active else 'nothing'} ({facts.active_reason})")
     details.append("search order: " + ", ".join(facts.searched))
     findings.extend(_conflicts(facts, python))
@@ -50,7 +50,7 @@ def libtorch_area(facts: LibtorchFacts, python: PythonTorch | None, system: Syst
     return Area("libtorch", "libtorch", summary, details, findings)
 
 
-def _tree_findings(c: LibtorchInstall, system: SystemFacts) -> list[Finding]:
+def _tree_findings(c: LibtorchInstall, system: SystemFacts, active: bool = True) -> list[Finding]:
     out = []
     variable = next((ENV_ORIGINS[o] for o in c.origins if o in ENV_ORIGINS), None)
     if not c.exists or not c.complete:
@@ -85,7 +85,35 @@ def _tree_findings(c: LibtorchInstall, system: SystemFacts) -> list[Finding]:
                 subject=c.root,
             )
         )
-    if c.elf_machine and system.machine and _arch(c.elf_machine) != _arch(system.machine):
+    for name, reason in c.broken_libraries.items():
+        out.append(
+            Finding(
+                "libtorch.path-invalid",
+                Level.ERROR if active else Level.WARNING,
+                f"{c.lib_dir}/{name} is not a usable library: {reason}",
+                detail=f"A build against {c.root} fails to link, and a program fails to load it. An interrupted "
+                "download or copy, a disk error, or a placeholder file leaves a library like this.",
+                fix=f"remove {c.root} and install it again: {FETCH}",
+                area="libtorch",
+                evidence=[e for e in c.evidence if e.kind == "elf"][:1],
+                subject=f"{c.root}:{name}",
+            )
+        )
+    wrong_layout = _elf_layout_problem(c, system)
+    if wrong_layout:
+        out.append(
+            Finding(
+                "arch.mismatch",
+                Level.ERROR if active else Level.WARNING,
+                f"{c.lib_dir}/libc10.so is {wrong_layout}; this machine ({system.machine}) loads 64-bit little-endian libraries",
+                detail="The loader refuses it: 'wrong ELF class' or 'cannot open shared object file: invalid ELF header'.",
+                fix="doctor fetch-libtorch (on aarch64 Linux: doctor fetch-libtorch --from-wheel)",
+                area="libtorch",
+                evidence=[e for e in c.evidence if e.kind == "elf"][:1],
+                subject=f"{c.root}:layout",
+            )
+        )
+    elif c.elf_machine and system.machine and _arch(c.elf_machine) != _arch(system.machine):
         out.append(
             Finding(
                 "arch.mismatch",
@@ -99,6 +127,20 @@ def _tree_findings(c: LibtorchInstall, system: SystemFacts) -> list[Finding]:
         )
     out.extend(_glibc(c, system))
     return out
+
+
+# Machines whose shared libraries are 64-bit little-endian: any other class or order cannot load.
+LITTLE_64 = {"x86_64", "aarch64", "ppc64le", "riscv64"}
+
+
+def _elf_layout_problem(c: LibtorchInstall, system: SystemFacts) -> str | None:
+    if c.elf_class is None or _arch(system.machine or "") not in LITTLE_64:
+        return None
+    if c.elf_class != 64:
+        return f"a {c.elf_class}-bit ELF file (ELFCLASS{c.elf_class})"
+    if c.elf_endian != "little":
+        return "a big-endian ELF file"
+    return None
 
 
 def _arch(name: str) -> str:

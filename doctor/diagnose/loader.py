@@ -45,6 +45,21 @@ def loader_area(l: LoaderFacts) -> Area:
                 subject="needed",
             )
         )
+    others = [u for u in l.unreadable if not u.startswith("libc10.")]  # libc10: the libtorch area says it
+    if others:
+        findings.append(
+            Finding(
+                "libtorch.path-invalid",
+                Level.ERROR,
+                f"libtorch libraries that are not usable ELF files: {', '.join(u.split(':')[0] for u in others)}",
+                detail="\n".join(f"{l.lib_dir}/{u}" for u in others)
+                + "\nA program linked against them fails to load; their own NEEDED libraries are unknown.",
+                fix='remove the tree and install it again: doctor fetch-libtorch && eval "$(doctor emit setenv)"',
+                area="loader",
+                evidence=[e for e in l.evidence if e.kind == "elf" and e.excerpt.startswith("unreadable")],
+                subject="unreadable",
+            )
+        )
     ok = [v for v in l.libraries if v.for_programs.path]
     if not l.libraries:
         summary = f"no libraries in {l.lib_dir}"
@@ -52,6 +67,8 @@ def loader_area(l: LoaderFacts) -> Area:
         summary = f"{l.lib_dir} not on {l.variable}; programs need it at run time"
     else:
         summary = f"{', '.join(v.library for v in ok)} found via {ok[0].for_programs.via}"
-    if not l.unresolved and l.libraries:
+    if l.unreadable:
+        summary += f"; cannot read {', '.join(u.split(':')[0] for u in l.unreadable)} (see libtorch)"
+    elif not l.unresolved and l.libraries:
         summary += "; all NEEDED libraries resolve"
     return Area("loader", "Loader", summary, details, findings)

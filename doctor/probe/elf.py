@@ -15,6 +15,50 @@ TORCH_NAMESPACES = tuple(
 CXX11_STRING = "St7__cxx11"
 OLD_STRING = "Ss"
 
+ELF_MAGIC = b"\x7fELF"
+EHDR_SIZE = {1: 52, 2: 64}  # ELFCLASS32, ELFCLASS64
+
+
+class ElfProblem(ValueError):
+    """The file is not a usable ELF shared library; the message is the evidence."""
+
+
+def header_problem(data: bytes, size: int) -> str | None:
+    """Why the first bytes of a file (of `size` bytes) are not an ELF header, or None.
+
+    A pure function of the bytes, fuzzed: empty, truncated, not ELF, an unknown class or byte
+    order, section headers beyond the end of the file."""
+    if size == 0:
+        return "empty file (0 bytes)"
+    if not data.startswith(ELF_MAGIC):
+        return f"not an ELF file (starts with {data[:8]!r})"
+    if len(data) < 6:
+        return f"truncated ELF header ({size} bytes)"
+    elfclass, endian = data[4], data[5]
+    if elfclass not in EHDR_SIZE:
+        return f"unknown ELF class {elfclass}"
+    if endian not in (1, 2):
+        return f"unknown ELF byte order {endian}"
+    need = EHDR_SIZE[elfclass]
+    if size < need or len(data) < need:
+        return f"truncated ELF header ({size} bytes, a {32 * elfclass}-bit header needs {need})"
+    order = "<" if endian == 1 else ">"
+    if elfclass == 2:
+        shoff, = struct.unpack_from(order + "Q", data, 0x28)
+        shentsize, shnum = struct.unpack_from(order + "HH", data, 0x3A)
+    else:
+        shoff, = struct.unpack_from(order + "I", data, 0x20)
+        shentsize, shnum = struct.unpack_from(order + "HH", data, 0x2E)
+    if shoff + shentsize * shnum > size:
+        return f"truncated: section headers end at byte {shoff + shentsize * shnum}, the file has {size}"
+    return None
+
+
+def identity(data: bytes) -> tuple[int, str] | None:
+    """(32 or 64, "little" or "big") from a header that `header_problem` accepted."""
+    return (32 * data[4], "little" if data[5] == 1 else "big") if len(data) > 5 else None
+
+
 MACHINES = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64", "EM_386": "i386", "EM_ARM": "arm", "EM_PPC64": "ppc64le"}
 
 
@@ -23,6 +67,7 @@ class ElfInfo:
     path: str
     machine: str  # "x86_64", "aarch64", or the raw EM_ value
     elfclass: int  # 32 or 64
+    endian: str = "little"  # "little" | "big"
     needed: list[str] = field(default_factory=list)
     runpath: list[str] = field(default_factory=list)
     rpath: list[str] = field(default_factory=list)
@@ -35,9 +80,23 @@ def read_elf(path: str, real_path: str, count_abi_symbols: bool = False) -> ElfI
     """Dynamic section, version needs and (optionally) ABI symbol counts. Raises OSError/ELFError.
 
     Memoised per file and mtime: the libtorch and loader probes both read libc10.so.
+    A FIFO or device is refused before it is opened (it would block or never end); a file that
+    is empty, truncated or not ELF raises ElfProblem saying so, before pyelftools reads it.
     """
-    stat = os.stat(real_path)
-    return _read_elf(path, real_path, count_abi_symbols, stat.st_mtime_ns, stat.st_size)
+    import stat as st
+
+    fd = os.open(real_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        info = os.fstat(fd)
+        if not st.S_ISREG(info.st_mode):
+            raise ElfProblem("not a regular file (a FIFO, socket or device)")
+        head = os.read(fd, 64)
+    finally:
+        os.close(fd)
+    problem = header_problem(head, info.st_size)
+    if problem:
+        raise ElfProblem(problem)
+    return _read_elf(path, real_path, count_abi_symbols, info.st_mtime_ns, info.st_size)
 
 
 @functools.lru_cache(maxsize=64)
@@ -50,6 +109,7 @@ def _read_elf(path: str, real_path: str, count_abi_symbols: bool, _mtime: int, _
             path=path,
             machine=MACHINES.get(elf["e_machine"], str(elf["e_machine"])),
             elfclass=elf.elfclass,
+            endian="little" if elf.little_endian else "big",
         )
         # Build only the three sections we read: constructing all of them (GNU hash tables
         # included) costs far more than reading these.

@@ -13,7 +13,7 @@ from pathlib import Path, PurePath
 
 from doctor.host import Host
 from doctor.model import Evidence
-from doctor.probe.elf import abi_from_counts, read_elf
+from doctor.probe.elf import ElfProblem, abi_from_counts, read_elf
 from doctor.probe.python_torch import PythonTorch
 from doctor.probe.versions import (
     parse_build_version,
@@ -76,6 +76,9 @@ class LibtorchInstall:
     abi: str | None = None  # "cxx11" | "pre-cxx11" | None (not a libstdc++ build, or unknown)
     abi_source: str = ""  # "TorchConfig.cmake" | "libc10 symbols" | ...
     elf_machine: str | None = None
+    elf_class: int | None = None  # 32 | 64, from libc10's header
+    elf_endian: str | None = None  # "little" | "big"
+    broken_libraries: dict[str, str] = field(default_factory=dict)  # "libc10.so" -> "empty file (0 bytes)"
     libraries: list[str] = field(default_factory=list)  # the main libraries present
     glibc_needs: dict[str, list[str]] = field(default_factory=dict)  # from libc10/libtorch_cpu version needs
     record: dict | None = None  # torch-doctor.json written by fetch-libtorch
@@ -283,10 +286,14 @@ def _read_libc10(host: Host, install: LibtorchInstall, c10: PurePath, abi_flag: 
         return
     try:
         info = read_elf(str(c10), str(host.real(c10)), count_abi_symbols=install.abi is None)
-    except Exception as exc:  # a truncated or foreign file: report, never crash
-        install.evidence.append(Evidence("elf", str(c10), f"unreadable: {exc}"))
+    except Exception as exc:  # empty, truncated, not ELF, a FIFO: a fact for diagnose, never a crash
+        reason = str(exc) if isinstance(exc, (ElfProblem, OSError)) else f"unreadable ({type(exc).__name__}: {exc})"
+        install.broken_libraries[c10.name] = reason[:300]
+        install.evidence.append(Evidence("elf", str(c10), reason[:300]))
         return
     install.elf_machine = info.machine
+    install.elf_class = info.elfclass
+    install.elf_endian = info.endian
     install.glibc_needs = {k: v for k, v in info.version_needs.items() if k.startswith(("libc.so", "libstdc++"))}
     if install.abi is None and info.cxx11_symbols is not None:
         install.abi = abi_from_counts(info.cxx11_symbols, info.old_abi_symbols or 0)

@@ -39,6 +39,7 @@ class LoaderFacts:
     lib_dir: str | None
     libraries: list[LibraryView] = field(default_factory=list)
     unresolved: list[str] = field(default_factory=list)  # "libtorch_cuda.so → libcudart.so.12"
+    unreadable: list[str] = field(default_factory=list)  # "libc10.so: empty file (0 bytes)"
     evidence: list[Evidence] = field(default_factory=list)
 
 
@@ -63,8 +64,9 @@ def detect_loader(host: Host, lib_dir: str | None, ld_cache: dict[str, list[str]
         view = LibraryView(name, _resolve(host, name, [], [], search, ld_cache, defaults))
         try:
             view.needed, elf = resolve_needed(host, path, ld_cache)
-        except Exception as exc:
-            facts.evidence.append(Evidence("elf", str(path), f"unreadable: {exc}"))
+        except Exception as exc:  # empty, truncated, not ELF, a FIFO: its NEEDED are unknown, not "resolved"
+            facts.unreadable.append(f"{name}: {str(exc)[:300]}")
+            facts.evidence.append(Evidence("elf", str(path), f"unreadable: {str(exc)[:300]}"))
             facts.libraries.append(view)
             continue
         facts.unresolved.extend(f"{name} → {res.name}" for res in view.needed if res.path is None)
