@@ -70,6 +70,20 @@ def _tree_findings(c: LibtorchInstall, system: SystemFacts, active: bool = True)
             )
         )
         return out
+    for bad in c.bad_versions:
+        out.append(
+            Finding(
+                "probe.failed",
+                Level.WARNING,
+                f"could not read the libtorch version from {bad.path}: {bad.version!r} is not a version",
+                detail="torch-doctor reads the version from build-version, version.h and TorchConfigVersion.cmake; "
+                "this one holds no PEP 440 version, so it was ignored. A hand-edited or damaged file.",
+                fix=f"compare with another release's {bad.file}, or re-install: {FETCH}",
+                area="libtorch",
+                evidence=[Evidence("file", bad.path, bad.version)],
+                subject=f"{c.root}:{bad.file}",
+            )
+        )
     numbers = {s.version.split("+")[0] for s in c.version_sources}
     if len(numbers) > 1:
         out.append(

@@ -8,9 +8,9 @@ from doctor.probe.toolchain import ToolchainFacts
 
 
 def toolchain_area(t: ToolchainFacts, active: LibtorchInstall | None) -> Area:
-    details = [f"{c.name}: {c.version or 'unusable'} at {c.path}, newest -std=c++{c.max_std}" for c in t.compilers]
-    details.append(f"cmake: {t.cmake.version or 'not found'}")
-    details.append(f"nvcc: {t.nvcc.version or 'not found'}")
+    details = [f"{c.name}: {_compiler_line(c)} at {c.path}" for c in t.compilers]
+    details.append(f"cmake: {_tool_state(t.cmake)}")
+    details.append(f"nvcc: {_tool_state(t.nvcc)}")
     findings: list[Finding] = []
     need = active.cxx_standard if active else None
     if not t.compilers:
@@ -58,10 +58,38 @@ def toolchain_area(t: ToolchainFacts, active: LibtorchInstall | None) -> Area:
                     )
                 )
     for problem in t.problems:
-        findings.append(Finding("probe.failed", Level.WARNING, f"could not determine a compiler version: {problem}", area="toolchain"))
-    best = max(t.compilers, key=lambda c: c.max_std or 0, default=None)
-    summary = f"{best.name} {best.version} (up to C++{best.max_std})" if best else "no C++ compiler"
+        findings.append(Finding("probe.failed", Level.WARNING, f"could not determine a tool's version: {problem}",
+                                fix=f"run `{problem.split(' at ')[0]} --version` yourself; a hung or broken tool breaks builds too",
+                                area="toolchain", subject=problem.split(":")[0]))
+    summary = _best_compiler(t)
     if need:
         summary += f"; libtorch needs C++{need}"
-    summary += f"; cmake {t.cmake.version or 'missing'}"
+    summary += f"; cmake {_tool_state(t.cmake, missing='missing')}"
     return Area("toolchain", "Toolchain", summary, details, findings)
+
+
+def _compiler_line(c) -> str:
+    if c.version is None:
+        return f"unusable ({c.problem or 'no version'})"
+    std = f"newest -std=c++{c.max_std}" if c.max_std else f"-std level unknown ({c.problem or 'none accepted'})"
+    return f"{c.version}, {std}"
+
+
+def _best_compiler(t: ToolchainFacts) -> str:
+    """The summary's compiler: the best one that answered; else why none did (never 'None')."""
+    usable = [c for c in t.compilers if c.version]
+    if usable:
+        best = max(usable, key=lambda c: c.max_std or 0)
+        return f"{best.name} {best.version}" + (f" (up to C++{best.max_std})" if best.max_std else f" ({best.problem or 'no -std accepted'})")
+    if t.compilers:
+        c = t.compilers[0]
+        return f"{c.name} {c.problem or 'gave no version'}"
+    return "no C++ compiler"
+
+
+def _tool_state(tool, missing: str = "not found") -> str:
+    if tool.version:
+        return tool.version
+    if tool.path:  # on PATH: never "missing"
+        return f"at {tool.path}, {tool.problem or 'version unknown'}"
+    return missing

@@ -8,6 +8,7 @@ one a build would use and why.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
@@ -79,6 +80,7 @@ class LibtorchInstall:
     elf_class: int | None = None  # 32 | 64, from libc10's header
     elf_endian: str | None = None  # "little" | "big"
     broken_libraries: dict[str, str] = field(default_factory=dict)  # "libc10.so" -> "empty file (0 bytes)"
+    bad_versions: list[VersionSource] = field(default_factory=list)  # version files holding no PEP 440 version
     libraries: list[str] = field(default_factory=list)  # the main libraries present
     glibc_needs: dict[str, list[str]] = field(default_factory=dict)  # from libc10/libtorch_cpu version needs
     record: dict | None = None  # torch-doctor.json written by fetch-libtorch
@@ -223,7 +225,11 @@ def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evide
             "version.py": lambda t: parse_version_py(t).get("__version__"),
         }[label](text)
         if isinstance(version, str):
-            install.version_sources.append(VersionSource(label.split(" ")[0], str(path), version))
+            source = VersionSource(label.split(" ")[0], str(path), version[:100])
+            if pep440_release(version) is None:  # "2.13.0abc", a 5000-digit number: a finding, not a crash
+                install.bad_versions.append(source)
+                continue
+            install.version_sources.append(source)
             install.evidence.append(Evidence("file", str(path), version))
     _settle_version(install)
 
@@ -258,13 +264,29 @@ def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evide
     return install
 
 
+def pep440_release(text: str) -> str | None:
+    """The release number ("2.14.0") of a PEP 440 version ("2.14.0.dev20260101+cpu"), or None
+    when the text is not one. Everything after the probe compares release numbers."""
+    from packaging.version import InvalidVersion, Version
+
+    if len(text) > 100:
+        return None
+    try:
+        v = Version(text)
+    except (InvalidVersion, ValueError):  # ValueError: an integer part of > 4300 digits
+        return None
+    if len(v.release) > 4 or any(part > 10**6 for part in v.release):
+        return None
+    return ".".join(str(part) for part in v.release)
+
+
 def _settle_version(install: LibtorchInstall) -> None:
     # build-version and version.py carry the variant; the others only the number.
     ranked = sorted(install.version_sources, key=lambda s: ["build-version", "version.py", "version.h", "TorchConfigVersion.cmake"].index(s.file))
     if ranked:
-        base, local = split_local(ranked[0].version)
-        install.version = base
-        install.variant = local
+        _, local = split_local(ranked[0].version)
+        install.version = pep440_release(ranked[0].version)
+        install.variant = local if local and re.fullmatch(r"[a-z0-9.]{1,32}", local) else None
     if install.variant is None and install.exists:
         names = set(install.libraries)
         if any("cuda" in n for n in names):

@@ -20,6 +20,7 @@ class Compiler:
     version: str | None
     max_std: int | None  # 23 for -std=c++23
     evidence: list[Evidence] = field(default_factory=list)
+    problem: str | None = None  # "did not answer in 5 s", "exit status 1": why version/max_std are unknown
 
 
 @dataclass
@@ -28,6 +29,7 @@ class Tool:
     path: str | None
     version: str | None
     evidence: list[Evidence] = field(default_factory=list)
+    problem: str | None = None  # found on PATH but no version: why
 
 
 @dataclass
@@ -68,15 +70,31 @@ def parse_flags(value: str) -> tuple[list[str], list[int]]:
     return abis, stds
 
 
+def run_problem(run, timeout: float) -> str | None:
+    """Why a `--version` run gave no answer, in the words the report uses."""
+    if run.timed_out:
+        return f"did not answer in {timeout:g} s"
+    if run.returncode is None:
+        return run.error or "could not be started"
+    if run.returncode != 0:
+        return f"exit status {run.returncode}"
+    return None
+
+
 def _probe_compiler(host: Host, name: str, path: str, timeout: float) -> Compiler:
     run = host.run([path, "--version"], timeout=timeout)
-    compiler = Compiler(name, path, parse_compiler_version(run.stdout) if run.ok else None, None)
+    version = parse_compiler_version(run.stdout) if run.ok else None
+    compiler = Compiler(name, path, version, None)
+    compiler.problem = run_problem(run, timeout) or (None if version else "printed no version number")
     said = run.stdout.splitlines() or run.stderr.splitlines() or [run.error or f"exit status {run.returncode}"]
-    compiler.evidence.append(Evidence("command", f"{name} --version", said[0]))
+    compiler.evidence.append(Evidence("command", f"{name} --version", said[0][:300] if said else ""))
     if not run.ok:
         return compiler
     for std in STANDARDS:
         probe = host.run([path, f"-std=c++{std}", "-fsyntax-only", "-x", "c++", "-"], timeout=timeout, input="")
+        if probe.timed_out:  # one hang is enough: five would cost 5 × the timeout
+            compiler.problem = f"-std=c++{std} -fsyntax-only did not answer in {timeout:g} s"
+            break
         if probe.ok:
             compiler.max_std = std
             compiler.evidence.append(Evidence("command", f"{name} -std=c++{std} -fsyntax-only -x c++ -", "accepted"))
@@ -90,12 +108,17 @@ def _probe_tool(host: Host, name: str, parse, timeout: float) -> Tool:
         return Tool(name, None, None)
     run = host.run([path, "--version"], timeout=timeout)
     version = parse(run.stdout) if run.ok else None
-    lines = [line for line in run.stdout.splitlines() if line.strip()] if run.ok else [run.error]
+    lines = [line for line in run.stdout.splitlines() if line.strip()] if run.ok else [run.error or f"exit status {run.returncode}"]
     excerpt = next((line for line in lines if version and version in line), lines[0] if lines else "")
-    return Tool(name, path, version, [Evidence("command", f"{name} --version", excerpt.strip())])
+    problem = run_problem(run, timeout) or (None if version else "printed no version number")
+    return Tool(name, path, version, [Evidence("command", f"{name} --version", excerpt.strip()[:300])], problem)
 
 
-def detect_toolchain(host: Host, timeout: float = 5.0) -> ToolchainFacts:
+def detect_toolchain(host: Host, timeout: float | None = None) -> ToolchainFacts:
+    if timeout is None:  # the same DOCTOR_PROBE_TIMEOUT as the GPU probes
+        from doctor.probe.devices import probe_timeout
+
+        timeout = probe_timeout(host)
     wanted: list[tuple[str, str]] = []
     cxx = host.env.get("CXX")
     if cxx:
@@ -117,6 +140,9 @@ def detect_toolchain(host: Host, timeout: float = 5.0) -> ToolchainFacts:
         facts.abi_flags.extend((variable, a) for a in abis)
         facts.std_flags.extend((variable, s) for s in stds)
     for c in facts.compilers:
-        if c.version is None:
-            facts.problems.append(f"{c.name} --version: {c.evidence[0].excerpt}")
+        if c.problem:
+            facts.problems.append(f"{c.name} at {c.path}: {c.problem}")
+    for tool in (facts.cmake, facts.nvcc):
+        if tool.problem:
+            facts.problems.append(f"{tool.name} at {tool.path}: {tool.problem}")
     return facts

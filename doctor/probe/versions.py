@@ -11,7 +11,7 @@ def parse_version_py(text: str) -> dict[str, str | bool | None]:
     out: dict[str, str | bool | None] = {}
     try:
         tree = ast.parse(text)
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # ValueError: NUL bytes; the others: deep nesting
         return out
     for node in tree.body:
         if isinstance(node, ast.Assign):
