@@ -2,8 +2,8 @@
 
 Exit codes (shared/reference/cli-conventions.md): 0 all required checks pass, 1 problems
 found or a user-fixable error, 2 usage error, 3 the doctor itself crashed (a crash report is
-written and its path printed), 130 interrupted (Ctrl-C), 141 stdout closed early (`| head`),
-quietly.
+written and its path printed), 130 interrupted (Ctrl-C); stdout closed early (`| head`) ends
+quietly with 1, as click does for the commands themselves.
 
 DOCTOR_DEBUG_CRASH=1 makes any command crash on purpose, so that the crash path is tested.
 """
@@ -116,7 +116,7 @@ def _broken_pipe() -> int:
         os.close(devnull)
     except (OSError, ValueError):
         pass
-    return 141  # 128 + SIGPIPE, what a shell reports for a program killed by the closed pipe
+    return 1  # what click's own EPIPE handling returns inside a command: one answer either way
 
 
 def crash_dir() -> str:

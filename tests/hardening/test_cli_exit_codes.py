@@ -1,0 +1,103 @@
+"""The exit-code contract as a user meets it: 3 only for the doctor's own bug (with a crash
+report), quiet on a closed pipe, 130 on Ctrl-C — also when the test runner itself runs in the
+background with SIGINT ignored."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support import REPO, doctor_subprocess
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LIBTORCH", "GITHUB_"))}
+    env["PYTHONPATH"] = str(REPO)
+    env.update(extra)
+    return env
+
+
+def test_cli_forced_internal_error_exits_3_with_a_crash_report(tmp_path):
+    cache = tmp_path / "cache"
+    result = doctor_subprocess("check", env={"DOCTOR_DEBUG_CRASH": "1", "XDG_CACHE_HOME": str(cache)})
+    assert result.returncode == 3, result.stderr
+    assert "crashed (a bug, not your setup)" in result.stderr
+    line = next(l for l in result.stderr.splitlines() if l.startswith("crash report: "))
+    report = Path(line.removeprefix("crash report: "))
+    assert report.parent == cache / "torch-doctor" / "crashes"
+    text = report.read_text()
+    assert "RuntimeError: crash forced by DOCTOR_DEBUG_CRASH=1" in text and "argv: 'check'" in text
+    assert oct(report.stat().st_mode & 0o777) == "0o600"
+
+
+def test_cli_crash_report_when_the_cache_home_is_a_file(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    result = doctor_subprocess("check", env={"DOCTOR_DEBUG_CRASH": "1", "XDG_CACHE_HOME": str(blocker),
+                                             "TMPDIR": str(tmp_path)})
+    assert result.returncode == 3
+    line = next(l for l in result.stderr.splitlines() if l.startswith("crash report: "))
+    assert Path(line.removeprefix("crash report: ")).parent == tmp_path  # the temp dir took it
+
+
+def test_cli_xdg_cache_home_is_a_file_is_not_a_crash(tmp_path):
+    blocker = tmp_path / "cache-file"
+    blocker.write_text("x")
+    result = doctor_subprocess("check", "--json", env={"XDG_CACHE_HOME": str(blocker)})
+    assert result.returncode in (0, 1), result.stderr
+    assert json.loads(result.stdout)["command"] == "check"
+
+
+def test_cli_broken_pipe_is_quiet(tmp_path):
+    # The reader closes at once; a verbose report is larger than a pipe buffer.
+    proc = subprocess.Popen([sys.executable, "-m", "doctor", "check", "-v", "--format", "json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=_env(), cwd=tmp_path)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    rc = proc.wait(timeout=120)
+    assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, err
+    assert rc in (0, 1), (rc, err)
+
+
+@pytest.mark.parametrize("args", [("diff", "--help"), ("check", "--json")])
+def test_cli_broken_pipe_exits_1_quietly_when_nobody_reads(tmp_path, args):
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # no reader at all: the first write fails
+    proc = subprocess.run([sys.executable, "-m", "doctor", *args], stdout=write_end,
+                          stderr=subprocess.PIPE, env=_env(), cwd=tmp_path, timeout=60)
+    os.close(write_end)
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and err == "", (proc.returncode, err)
+
+
+@pytest.mark.parametrize("runner_sigint", ["default", "ignored-as-in-a-background-job"])
+def test_cli_ctrl_c_exits_130(tmp_path, runner_sigint):
+    """`doctor diff A B` waits on A (a FIFO nobody writes); Ctrl-C must end it with 130.
+    A background job (`pytest &`) starts with SIGINT ignored and its children inherit that:
+    the child is started with the default handler restored, as a terminal would give it."""
+    fifo = tmp_path / "a.json"
+    os.mkfifo(fifo)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN if runner_sigint != "default" else signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "doctor", "diff", str(fifo), str(fifo)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), cwd=tmp_path,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), start_new_session=True,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    writer = os.open(fifo, os.O_WRONLY)  # returns once the doctor has opened A: it is running Python
+    try:
+        time.sleep(0.2)  # now blocked reading A
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(writer)
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert err.decode().strip() == "Interrupted."
