@@ -1,0 +1,221 @@
+"""`doctor check` on a sick machine: hostile files, floods, hangs and odd values give findings
+and exit 0/1, never a hang, a crash (exit 3) or a wrong "all is well"."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+from support import doctor_subprocess, make_tree
+
+from doctor.check import build_areas, gather_facts, run_check
+from doctor.host import Host
+from doctor.probe.libtorch import detect_libtorch, inspect_tree
+from doctor.probe.python_torch import detect_python_torch
+
+
+def write_exe(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+
+
+def findings(host: Host, facts: dict) -> list:
+    return [f for area in build_areas(facts, host) for f in area.findings]
+
+
+def area(host: Host, facts: dict, name: str):
+    return next(a for a in build_areas(facts, host) if a.name == name)
+
+
+# -- bounded reads --
+
+
+def test_check_command_output_flood_is_capped_and_reported(tmp_path):
+    write_exe(tmp_path / "bin/g++", "#!/bin/sh\n/usr/bin/yes 'g++ (GCC) 12.2.0 flooding' | /usr/bin/head -c 3000000\n")
+    host = Host.for_test(tmp_path, output_limit=64 << 10)
+    run = host.run(["g++", "--version"], timeout=3)
+    assert run.truncated and len(run.stdout.encode()) == 64 << 10
+    assert run.stdout.startswith("g++ (GCC) 12.2.0 flooding")
+    report = run_check(host)
+    flagged = [f for a in report.areas for f in a.findings if f.title.startswith("output truncated")]
+    assert flagged and "/bin/g++ --version`" in flagged[0].title and "64 KiB" in flagged[0].title
+
+
+def test_check_fifo_in_place_of_libc10_does_not_hang(tmp_path, abi_libs):
+    root = make_tree(tmp_path / "opt/libtorch", "2.13.0", "cpu", libc10=abi_libs["cxx11"])
+    (root / "lib/libc10.so").unlink()
+    os.mkfifo(root / "lib/libc10.so")
+    host = Host.for_test(tmp_path, env={"LIBTORCH": "/opt/libtorch"})
+    facts = gather_facts(host)  # would block forever on open() of the FIFO
+    active = facts["libtorch"].active_install
+    assert active.broken_libraries == {"libc10.so": "not a regular file (a FIFO, socket or device)"}
+    assert any(f.id == "libtorch.path-invalid" and "not a usable library" in f.title for f in findings(host, facts))
+
+
+def test_check_fifo_version_file_and_pyproject_do_not_hang(tmp_path, abi_libs):
+    root = make_tree(tmp_path / "opt/libtorch", "2.13.0", "cpu", libc10=abi_libs["cxx11"])
+    (root / "build-version").unlink()
+    os.mkfifo(root / "build-version")
+    (tmp_path / "work").mkdir()
+    os.mkfifo(tmp_path / "work/pyproject.toml")
+    host = Host.for_test(tmp_path, env={"LIBTORCH": "/opt/libtorch"})
+    install = inspect_tree(host, "/opt/libtorch", ["LIBTORCH"], [])
+    assert [s.file for s in install.version_sources] == ["version.h", "TorchConfigVersion.cmake"]
+    assert host.read_text("/work/pyproject.toml") is None
+    from doctor.errors import UsageError
+    from doctor.policy import load_policy
+
+    with pytest.raises(UsageError, match="not a regular file"):
+        load_policy(host)
+
+
+def test_check_path_component_over_255_bytes(tmp_path):
+    long = "/opt/" + "x" * 300 + "/libtorch"
+    result = doctor_subprocess("check", "--json", env={"LIBTORCH": long, "CMAKE_PREFIX_PATH": long,
+                                                       "LD_LIBRARY_PATH": long})
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    assert any(f["id"] == "libtorch.path-invalid" for f in report["findings"])
+
+
+def test_check_version_number_with_thousands_of_digits(tmp_path, abi_libs):
+    root = make_tree(tmp_path / "opt/libtorch", "2.13.0", "cpu", libc10=abi_libs["cxx11"])
+    (root / "build-version").write_text("9" * 5000 + ".0.0+cpu\n")
+    (root / "include/torch/csrc/api/include/torch/version.h").write_text(
+        f"#define TORCH_VERSION_MAJOR {'9' * 5000}\n#define TORCH_VERSION_MINOR 13\n#define TORCH_VERSION_PATCH 0\n")
+    host = Host.for_test(tmp_path, env={"LIBTORCH": "/opt/libtorch"})
+    facts = gather_facts(host)
+    active = facts["libtorch"].active_install
+    assert active.version == "2.13.0"  # from TorchConfigVersion.cmake, the one sane file
+    bad = [f for f in findings(host, facts) if f.id == "probe.failed" and "is not a version" in f.title]
+    assert len(bad) == 2
+
+
+def test_check_build_version_not_pep440_is_a_finding(tmp_path, abi_libs):
+    root = make_tree(tmp_path / "opt/libtorch", "2.13.0", "cpu", libc10=abi_libs["cxx11"])
+    (root / "build-version").write_text("2.13.0abc\n")
+    result = doctor_subprocess("check", "--json", env={"LIBTORCH": str(root)})
+    assert result.returncode in (0, 1), result.stderr
+    report = json.loads(result.stdout)
+    bad = [f for f in report["findings"] if f["id"] == "probe.failed" and "build-version" in f["title"]]
+    assert bad and "'2.13.0abc' is not a version" in bad[0]["title"]
+
+
+# -- broken libraries are findings, never "all NEEDED libraries resolve" --
+
+
+def _elf_variants(good: bytes) -> dict[str, tuple[bytes, str]]:
+    wrong_class = bytearray(good)
+    wrong_class[4] = 1  # ELFCLASS32 with a 64-bit body
+    big = bytearray(good)
+    big[5] = 2  # ELFDATA2MSB
+    return {
+        "empty": (b"", "empty file (0 bytes)"),
+        "truncated": (good[:40], "truncated ELF header"),
+        "truncated-body": (good[: len(good) // 2], "truncated: section headers end at byte"),
+        "not-elf": (b"!<arch>\nnot a shared object\n", "not an ELF file"),
+    } | {"wrong-class": (bytes(wrong_class), ""), "wrong-endian": (bytes(big), "")}
+
+
+@pytest.mark.parametrize("kind", ["empty", "truncated", "truncated-body", "not-elf", "wrong-class", "wrong-endian"])
+def test_check_broken_libc10_is_a_finding(tmp_path, abi_libs, kind):
+    good = abi_libs["cxx11"].read_bytes()
+    data, reason = _elf_variants(good)[kind]
+    root = make_tree(tmp_path / "opt/libtorch", "2.13.0", "cpu", libc10=abi_libs["cxx11"])
+    shutil.copy(abi_libs["cxx11"], root / "lib/libtorch.so")
+    (root / "lib/libc10.so").write_bytes(data)
+    host = Host.for_test(tmp_path, env={"LIBTORCH": "/opt/libtorch"})
+    facts = gather_facts(host)
+    found = findings(host, facts)
+    loader = area(host, facts, "loader")
+    assert "all NEEDED libraries resolve" not in loader.summary
+    if kind in ("wrong-class", "wrong-endian"):
+        # The header parses as the other class or byte order: what it says, or unreadable.
+        active = facts["libtorch"].active_install
+        hit = [f for f in found if f.id in ("arch.mismatch", "libtorch.path-invalid") and "libc10" in f.title]
+        assert hit and hit[0].level.value == "error", [f.title for f in found]
+        assert active.elf_class in (None, 32) if kind == "wrong-class" else active.elf_endian in (None, "big")
+    else:
+        hit = [f for f in found if f.id == "libtorch.path-invalid" and "libc10.so is not a usable library" in f.title]
+        assert hit and reason in hit[0].title and hit[0].level.value == "error"
+        assert hit[0].evidence and hit[0].evidence[0].source.endswith("libc10.so")
+
+
+# -- wrong answers --
+
+
+def test_check_require_local_version_is_met(wheel_root):
+    result = doctor_subprocess("check", "--json", "--require", "torch==2.13.0+cpu", "--require", "torch==2.13.0",
+                               "--require", "libtorch==2.13.0+cpu")
+    report = json.loads(result.stdout)
+    req = next(a for a in report["areas"] if a["name"] == "requirements")
+    assert req["summary"] == "3 of 3 met", req
+    result = doctor_subprocess("check", "--json", "--require", "torch==2.13.0+cu130")
+    assert result.returncode == 1
+    assert any(f["id"] == "requirement.unmet" for f in json.loads(result.stdout)["findings"])
+
+
+@pytest.mark.parametrize("key", ["error-on", "ignore"])
+def test_check_policy_unknown_finding_id_is_usage_error(tmp_path, key):
+    value = '["abi.mismatchh"]' if key == "error-on" else '{ "abi.mismatchh" = "typo" }'
+    (tmp_path / "doctor.toml").write_text(f"{key} = {value}\n")
+    result = doctor_subprocess("check", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "unknown finding id 'abi.mismatchh' (did you mean 'abi.mismatch'?)" in result.stderr
+    assert "hint: " in result.stderr
+
+
+@pytest.mark.parametrize("text", [
+    "require = " + "[" * 50_000 + "]" * 50_000,
+    "a" + ".a" * 50_000 + " = 1",
+    "x = " + "{a = " * 5000 + "1" + "}" * 5000,
+    "min-version = " + "9" * 5000,
+])
+def test_check_policy_deeply_nested_or_huge_is_usage_error(tmp_path, text):
+    (tmp_path / "doctor.toml").write_text(text + "\n")
+    result = doctor_subprocess("check", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.startswith("error: ") and "hint: " in result.stderr
+
+
+def test_check_hung_compiler_says_it_did_not_answer(tmp_path):
+    write_exe(tmp_path / "bin/g++", "#!/bin/sh\nexec /bin/sleep 60\n")
+    write_exe(tmp_path / "bin/cmake", "#!/bin/sh\nexec /bin/sleep 60\n")
+    host = Host.for_test(tmp_path, env={"DOCTOR_PROBE_TIMEOUT": "1"})
+    facts = gather_facts(host)
+    tc = area(host, facts, "toolchain")
+    assert "None" not in tc.summary and "None" not in "\n".join(tc.details)
+    assert tc.summary.startswith("g++ did not answer in 1 s")
+    assert "cmake at /" in tc.summary and "missing" not in tc.summary
+    titles = [f.title for f in tc.findings]
+    assert any("g++" in t and "did not answer in 1 s" in t for t in titles)
+
+
+def test_check_cmake_that_exists_is_never_missing(tmp_path):
+    write_exe(tmp_path / "bin/cmake", "#!/bin/sh\necho 'cmake: error while loading shared libraries: libjsoncpp.so.25' >&2\nexit 127\n")
+    host = Host.for_test(tmp_path)
+    tc = area(host, gather_facts(host), "toolchain")
+    assert "missing" not in tc.summary and "exit status 127" in tc.summary
+
+
+# -- which libtorch wins --
+
+
+def test_check_libtorch_home_tree_wins_over_the_wheel(tmp_path, abi_libs, wheel_root):
+    """Hasktorch's cache (LIBTORCH_HOME) comes before the Python wheel in the search order: a
+    build with both present uses the cache tree, and says why."""
+    home = tmp_path / "lt-home"
+    make_tree(home / "2.8.0/linux-x86_64/cpu", "2.8.0", "cpu", libc10=abi_libs["pre-cxx11"])
+    host = Host.from_system()
+    host = Host(env={**host.env, "LIBTORCH_HOME": str(home)}, glibc=host.glibc)
+    libtorch = detect_libtorch(host, detect_python_torch(host))
+    roots = [c.root for c in libtorch.candidates]
+    assert roots == [str(home / "2.8.0/linux-x86_64/cpu"), str(wheel_root)]
+    assert libtorch.active == 0 and "Hasktorch" in libtorch.active_reason
+    assert libtorch.active_install.version == "2.8.0"
