@@ -120,7 +120,7 @@ def parse_policy(table: dict, source: str, doctor_version: str | None = None) ->
             raise bad("min-version", f"must be a version string like \"0.1\", not {min_version!r}")
         try:
             wanted = Version(min_version)
-        except InvalidVersion:
+        except (InvalidVersion, ValueError):  # ValueError: a number of > 4300 digits
             raise bad("min-version", f"{min_version!r} is not a version") from None
         if Version(doctor_version) < wanted:
             raise UsageError(

@@ -137,7 +137,8 @@ def parse_proc_gpu_information(text: str) -> dict[str, str]:
 
 
 def _is_int(text: str) -> bool:
-    return text.isascii() and text.isdigit()
+    # Bounded: int() of a number past 4300 digits raises (found by fuzzing).
+    return text.isascii() and text.isdigit() and len(text) <= 18
 
 
 def _na(value: str) -> str | None:
@@ -200,7 +201,8 @@ def parse_child_output(text: str) -> ChildReport:
             if event.get("rc") == 0 and isinstance(event.get("version"), int):
                 report.driver_cuda = event["version"]
             else:
-                report.errors.append(f"cuDriverGetVersion: {cuda_error(int(event.get('rc') or 999))}")
+                rc = event.get("rc")
+                report.errors.append(f"cuDriverGetVersion: {cuda_error(rc if isinstance(rc, int) and rc else 999)}")
         elif kind == "cuInit" and isinstance(event.get("rc"), int):
             report.cu_init = event["rc"]
         elif kind == "device":
@@ -250,7 +252,7 @@ def parse_override(value: str) -> tuple[str | None, str | None]:
     """DOCTOR_CUDA_DRIVER_VERSION: a driver version ("550.54.14") or the CUDA version a driver
     supports ("12.4"); returns (driver, cuda). Raises ValueError for anything else."""
     v = value.strip()
-    if not re.fullmatch(r"\d+(\.\d+){0,2}", v):
+    if not re.fullmatch(r"\d{1,9}(\.\d{1,9}){0,2}", v):
         raise ValueError(v)
     major = int(v.split(".")[0])
     if major >= 100:

@@ -59,7 +59,7 @@ def parse_kfd_properties(text: str) -> dict[str, int]:
     out = {}
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 2 and re.fullmatch(r"-?\d+", parts[1]):
+        if len(parts) == 2 and re.fullmatch(r"-?\d{1,18}", parts[1]):
             out[parts[0]] = int(parts[1])
     return out
 

@@ -78,12 +78,12 @@ def parse_cpuinfo(text: str) -> CpuInfo:
 
 
 def parse_meminfo(text: str) -> int | None:
-    m = re.search(r"^MemTotal:\s+(\d+)\s+kB", text, re.M)
+    m = re.search(r"^MemTotal:\s+(\d{1,18})\s+kB", text, re.M)
     return int(m.group(1)) * 1024 if m else None
 
 
-_GLIBCXX = re.compile(rb"GLIBCXX_3\.4(?:\.(\d+))?\x00")
-_CXXABI = re.compile(rb"CXXABI_1\.3(?:\.(\d+))?\x00")
+_GLIBCXX = re.compile(rb"GLIBCXX_3\.4(?:\.(\d{1,9}))?\x00")
+_CXXABI = re.compile(rb"CXXABI_1\.3(?:\.(\d{1,9}))?\x00")
 
 
 def newest_symbol_versions(data: bytes) -> tuple[str | None, str | None]:
