@@ -163,3 +163,12 @@ def test_bad_policy_exits_2_naming_key_and_file(tmp_path, project, text, needle)
     result = check(tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     assert needle in result.stderr and str(project / "pyproject.toml") in result.stderr
+
+
+def test_known_finding_ids_are_the_documented_ones():
+    """error-on/ignore accept exactly the ids that have a docs/findings page: a new finding needs
+    both, and a typo is refused (exit 2) rather than silently doing nothing."""
+    from doctor.policy import FINDING_IDS
+
+    docs = Path(__file__).resolve().parents[2] / "docs/findings"
+    assert FINDING_IDS == {p.stem for p in docs.glob("*.md") if p.stem != "index"}

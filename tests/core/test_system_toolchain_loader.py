@@ -72,7 +72,7 @@ def test_hung_compiler_times_out_and_the_check_goes_on(tmp_path):
     host = Host.for_test(tmp_path)
     facts = detect_toolchain(host, timeout=0.3)
     assert facts.compilers[0].version is None
-    assert "timed out after 0.3 s" in facts.problems[0]
+    assert facts.problems[0].endswith("g++: did not answer in 0.3 s")
 
 
 def test_needed_library_that_resolves_nowhere(tmp_path, abi_libs):
