@@ -97,7 +97,7 @@ def recommend_variant(host: Host, version: str | None = None, gpu=None, *, backe
         from doctor.probe.python_torch import detect_python_torch
 
         python = detect_python_torch(host)
-        if python is not None:
+        if python is not None and python.base_version:  # None: version.py holds no PEP 440 version
             version = python.base_version
             reasons.append(f"torch {version}: the installed Python torch's version")
             evidence.extend(python.evidence)

@@ -203,7 +203,7 @@ def _conflicts(facts: LibtorchFacts, python: PythonTorch | None) -> list[Finding
             )
         )
     active = facts.active_install
-    if python and active and active.version and "python" not in active.origins and "LIBTORCH" in active.origins:
+    if python and python.base_version and active and active.version and "python" not in active.origins and "LIBTORCH" in active.origins:
         if active.version != python.base_version:
             out.append(
                 Finding(

@@ -52,4 +52,11 @@ def python_torch_area(t: PythonTorch | None, python: str) -> Area:
     details = [f"location: {t.location}", f"version: {t.version} ({accel})", f"git: {t.git_version or '?'}"]
     if t.libtorch_root:
         details.append(f"bundled libtorch tree: {t.libtorch_root}/{{lib,include,share}}")
-    return Area("python_torch", "Python torch", f"{t.version} ({t.variant}) at {t.location}", details)
+    findings = []
+    if t.base_version is None:
+        findings.append(Finding(
+            "probe.failed", Level.WARNING, f"could not read the Python torch version: {t.version[:100]!r} is not a version",
+            detail=f"{t.location}/version.py holds no PEP 440 __version__: a hand-edited or damaged install.",
+            fix="pip install --force-reinstall torch   (CPU wheels: --index-url https://download.pytorch.org/whl/cpu)",
+            area="python_torch", evidence=t.evidence, subject=t.location))
+    return Area("python_torch", "Python torch", f"{t.version[:100]} ({t.variant}) at {t.location}", details, findings)

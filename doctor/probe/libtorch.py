@@ -22,6 +22,7 @@ from doctor.probe.versions import (
     parse_torch_config_cmake,
     parse_version_h,
     parse_version_py,
+    pep440_release,
     split_local,
 )
 
@@ -262,22 +263,6 @@ def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evide
             "ok": host.exists(p / ".ok"),
         }
     return install
-
-
-def pep440_release(text: str) -> str | None:
-    """The release number ("2.14.0") of a PEP 440 version ("2.14.0.dev20260101+cpu"), or None
-    when the text is not one. Everything after the probe compares release numbers."""
-    from packaging.version import InvalidVersion, Version
-
-    if len(text) > 100:
-        return None
-    try:
-        v = Version(text)
-    except (InvalidVersion, ValueError):  # ValueError: an integer part of > 4300 digits
-        return None
-    if len(v.release) > 4 or any(part > 10**6 for part in v.release):
-        return None
-    return ".".join(str(part) for part in v.release)
 
 
 def _settle_version(install: LibtorchInstall) -> None:

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from doctor.host import Host
 from doctor.model import Evidence
-from doctor.probe.versions import parse_version_py, split_local
+from doctor.probe.versions import parse_version_py, pep440_release, split_local
 
 
 @dataclass
 class PythonTorch:
     location: str  # .../site-packages/torch
     version: str  # "2.13.0+cpu"
-    base_version: str  # "2.13.0"
+    base_version: str | None  # "2.13.0"; None when __version__ is not a PEP 440 version
     variant: str | None  # "cpu", "cu130", "rocm6.4"; None when the version has no local part
     cuda: str | None
     hip: str | None
@@ -38,7 +40,10 @@ def detect_python_torch(host: Host) -> PythonTorch | None:
         version = info.get("__version__")
         if not isinstance(version, str):
             continue
-        base, local = split_local(version)
+        _, local = split_local(version)
+        base = pep440_release(version)  # "2.13.0abc" or 5000 digits: None, reported by diagnose
+        if local and not re.fullmatch(r"[a-z0-9.]{1,32}", local):
+            local = None
         cuda = info.get("cuda") if isinstance(info.get("cuda"), str) else None
         hip = info.get("hip") if isinstance(info.get("hip"), str) else None
         variant = local or variant_from(cuda, hip)

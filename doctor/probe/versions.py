@@ -48,6 +48,22 @@ def parse_build_version(text: str) -> str | None:
     return value if re.fullmatch(r"\d+\.\d+(\.\d+)?([a-z0-9.]*)?(\+[\w.]+)?", value) else None
 
 
+def pep440_release(text: str) -> str | None:
+    """The release number ("2.14.0") of a PEP 440 version ("2.14.0.dev20260101+cpu"), or None
+    when the text is not one. Everything after the probe compares release numbers."""
+    from packaging.version import InvalidVersion, Version
+
+    if len(text) > 100:
+        return None
+    try:
+        v = Version(text)
+    except (InvalidVersion, ValueError):  # ValueError: an integer part of > 4300 digits
+        return None
+    if len(v.release) > 4 or any(part > 10**6 for part in v.release):
+        return None
+    return ".".join(str(part) for part in v.release)
+
+
 def split_local(version: str) -> tuple[str, str | None]:
     """"2.13.0+cu130" → ("2.13.0", "cu130"); "2.13.0" → ("2.13.0", None)."""
     base, _, local = version.partition("+")

@@ -15,7 +15,6 @@ from doctor.errors import UsageError
 from doctor.policy import _parse_toml, parse_policy
 from doctor.probe import elf, nvidia, rocm, system, toolchain, versions
 from doctor.probe.ldcache import parse_ld_so_cache
-from doctor.probe.libtorch import pep440_release
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 HUGE = "9" * 5000  # past Python's int() digit limit: a ValueError where a parser calls int()
@@ -83,7 +82,7 @@ def test_check_fuzz_version_files(text):
     for parsed in (versions.parse_version_h(text), versions.parse_config_version_cmake(text),
                    versions.parse_build_version(text), py.get("__version__")):
         if isinstance(parsed, str):
-            release = pep440_release(parsed)
+            release = versions.pep440_release(parsed)
             assert release is None or all(p.isdigit() and len(p) <= 7 for p in release.split("."))
     cfg = versions.parse_torch_config_cmake(text)
     assert cfg["abi_flag"] in (None, "0", "1")

@@ -219,3 +219,16 @@ def test_check_libtorch_home_tree_wins_over_the_wheel(tmp_path, abi_libs, wheel_
     assert roots == [str(home / "2.8.0/linux-x86_64/cpu"), str(wheel_root)]
     assert libtorch.active == 0 and "Hasktorch" in libtorch.active_reason
     assert libtorch.active_install.version == "2.8.0"
+
+
+def test_check_python_torch_version_not_pep440_is_a_finding(tmp_path):
+    (tmp_path / "py/torch").mkdir(parents=True)
+    (tmp_path / "py/torch/version.py").write_text("__version__ = '2.13.0abc+../../x'\ncuda = None\n")
+    host = Host.for_test(tmp_path, sys_path=["/py"])
+    report = run_check(host)
+    found = [f for a in report.areas for f in a.findings]
+    assert not [f for f in found if "GPU probe failed" in f.title], [f.title for f in found]
+    bad = [f for f in found if f.id == "probe.failed" and f.area == "python_torch"]
+    assert bad and "'2.13.0abc+../../x' is not a version" in bad[0].title
+    python = report.facts["python_torch"]
+    assert python.base_version is None and python.variant == "cpu"  # the odd label is not a variant
