@@ -33,10 +33,17 @@ def parse_requirement(text: str) -> Requirement:
     if m := _VERSIONED.match(stripped):
         from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+        from packaging.version import Version
+
+        spec = m.group(2).replace(" ", "")
         try:
-            SpecifierSet(m.group(2).replace(" ", ""))
-        except InvalidSpecifier:
-            raise UsageError(f"malformed requirement {text!r}: {m.group(2)!r} is not a version specifier",
+            # Trial comparison: packaging parses the specifier's version lazily, and a number
+            # past Python's 4300-digit int() limit fails only then.
+            SpecifierSet(spec).contains(Version("0"), prereleases=True)
+            if len(spec) > 200:
+                raise InvalidSpecifier(spec)
+        except (InvalidSpecifier, ValueError):
+            raise UsageError(f"malformed requirement {text[:100]!r}: {m.group(2)[:100]!r} is not a version specifier",
                              "write e.g. 'libtorch>=2.5,<2.10' or 'torch==2.13.*'") from None
         return Requirement(stripped, m.group(1), m.group(2).replace(" ", ""))
     if m := _KEYED.match(stripped):
@@ -71,7 +78,7 @@ def evaluate(req: Requirement, facts: dict) -> Finding | None:
 
 def _check(req: Requirement, facts: dict) -> tuple[bool, str, list[Evidence]]:
     from packaging.specifiers import SpecifierSet
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import Version
 
     active = facts["libtorch"].active_install
     if req.kind in ("libtorch", "torch"):
@@ -87,8 +94,8 @@ def _check(req: Requirement, facts: dict) -> tuple[bool, str, list[Evidence]]:
         try:
             # A pre-release installed on purpose (2.14.0.dev...) is judged by its number.
             ok = SpecifierSet(req.value).contains(Version(version), prereleases=True)
-        except InvalidVersion:
-            return False, f"{version} (not a PEP 440 version)", evidence
+        except ValueError:  # InvalidVersion, or a number past Python's int() digit limit
+            return False, f"{version[:100]} (not a PEP 440 version)", evidence
         return ok, version, evidence
     if req.kind in ("abi", "variant"):
         if active is None:

@@ -181,3 +181,27 @@ def test_check_fuzz_rocminfo_and_kfd(text):
         rocm.gfx_name(value)
     rocm.parse_rocm_version(text)
     rocm.gfx_targets_in_names(text.split())
+
+
+# -- requirements (--require and the policy's require) --
+
+
+@FUZZ
+@given(text=st.text(max_size=60) | st.from_regex(r"(lib)?torch ?[<>=!~]{1,3} ?[0-9a-z.+*]{0,20}", fullmatch=True))
+@example(text="torch==" + HUGE)
+@example(text="torch==2.13.0+cpu")
+def test_check_fuzz_requirements(text):
+    from types import SimpleNamespace
+
+    from doctor.requirements import evaluate, parse_requirement
+
+    try:
+        req = parse_requirement(text)
+    except UsageError as exc:
+        assert exc.exit_code == 2
+        return
+    if req.kind in ("libtorch", "torch"):
+        facts = {"libtorch": SimpleNamespace(active_install=None),
+                 "python_torch": SimpleNamespace(version="2.13.0+cpu", base_version="2.13.0", evidence=[])}
+        finding = evaluate(req, facts)
+        assert finding is None or finding.id == "requirement.unmet"
