@@ -184,8 +184,11 @@ class Host:
         timeout: float = DEFAULT_TIMEOUT,
         env: Mapping[str, str] | None = None,
         input: str | None = None,
+        limit: int | None = None,
     ) -> RunResult:
-        """Run a command with a timeout; never raises. Commands are looked up on the host's PATH."""
+        """Run a command with a timeout; never raises. Commands are looked up on the host's PATH.
+        Each of stdout and stderr keeps at most `limit` bytes (default `output_limit`): its start
+        and its end, with a marker between; RunResult.truncated says so."""
         argv = tuple(str(a) for a in argv)
         exe = argv[0] if os.sep in argv[0] else self.which(argv[0])
         if exe is None:
@@ -206,7 +209,8 @@ class Host:
             )
         except (OSError, ValueError) as exc:
             return RunResult(argv, None, error=f"{argv[0]}: {getattr(exc, 'strerror', None) or exc}")
-        readers = [_Capped(proc.stdout, self.output_limit), _Capped(proc.stderr, self.output_limit)]
+        cap = self.output_limit if limit is None else limit
+        readers = [_Capped(proc.stdout, cap), _Capped(proc.stderr, cap)]
         if input is not None:
             threading.Thread(target=_feed, args=(proc.stdin, input), daemon=True).start()
         timed_out = False
@@ -236,22 +240,29 @@ def _safely(predicate) -> bool:
 
 
 class _Capped:
-    """Drain one pipe in a thread, keeping at most `limit` bytes (the rest is read and dropped,
-    so the child never blocks on a full pipe and a flood never fills our memory)."""
+    """Drain one pipe in a thread, keeping at most `limit` bytes: the first half and the last
+    half (a tool's header and a build's final error both survive). The rest is read and dropped,
+    so the child never blocks on a full pipe and a flood never fills our memory."""
 
     def __init__(self, stream, limit: int) -> None:
-        self.kept = bytearray()
+        self.head = bytearray()
+        self.tail = bytearray()
         self.dropped = 0
-        self._stream, self._limit = stream, limit
+        self._stream, self._half = stream, max(1, limit // 2)
         self._thread = threading.Thread(target=self._drain, daemon=True)
         self._thread.start()
 
     def _drain(self) -> None:
         try:
             while chunk := self._stream.read1(1 << 16):
-                room = self._limit - len(self.kept)
-                self.kept += chunk[:room] if room > 0 else b""
-                self.dropped += max(0, len(chunk) - max(room, 0))
+                room = self._half - len(self.head)
+                if room > 0:
+                    self.head += chunk[:room]
+                    chunk = chunk[room:]
+                self.tail += chunk
+                if len(self.tail) > self._half:
+                    self.dropped += len(self.tail) - self._half
+                    del self.tail[: len(self.tail) - self._half]
         except (OSError, ValueError):
             pass
         finally:
@@ -261,7 +272,10 @@ class _Capped:
         self._thread.join(timeout)
 
     def text(self) -> str:
-        return bytes(self.kept).decode("utf-8", "replace")
+        gap = f"\n[... {self.dropped} bytes dropped by torch-doctor ...]\n".encode() if self.dropped else b""
+        data = bytes(self.head) + gap + bytes(self.tail)
+        # Universal newlines, as text-mode pipes gave: CR-only and CRLF line ends are lines.
+        return data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _feed(stdin, text: str) -> None:
