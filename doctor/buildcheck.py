@@ -78,6 +78,15 @@ def build_check(host: Host, install, mode: str = "c10") -> BuildResult:
         return BuildResult(mode, False, "skipped: no active libtorch to build against", skipped=True)
     if host.system == "Windows":
         return BuildResult(mode, False, "skipped: the build probe drives gcc/clang; MSVC is not supported yet", skipped=True)
+    bad = _unsplittable(host, ("CXX", "CXXFLAGS", "LDFLAGS"))
+    if bad:
+        name, why = bad
+        finding = Finding(
+            "build.failed", Level.ERROR, f"{name} is not valid shell words ({why}): no build can use it",
+            detail=f"{name}={host.env[name][:200]!r}. make and CMake split it like a shell and fail the same way.",
+            fix=f"fix the quotes in {name}, or unset it", area="build", evidence=[Evidence("env", name, host.env[name][:300])],
+        )
+        return BuildResult(mode, False, f"{name} cannot be split into words", findings=[finding], seconds=time.monotonic() - start)
     cxx = _compiler(host)
     if cxx is None:
         finding = Finding(
@@ -117,6 +126,16 @@ def build_check(host: Host, install, mode: str = "c10") -> BuildResult:
     what = "a c10 program" if mode == "c10" else "a <torch/torch.h> program with a tensor op"
     return BuildResult(mode, True, f"compiled, linked and ran {what} against libtorch {install.label} in {seconds:.1f} s",
                        details, [], seconds)
+
+
+def _unsplittable(host: Host, names: tuple[str, ...]) -> tuple[str, str] | None:
+    """The first variable whose value shlex cannot split (an unbalanced quote), and why."""
+    for name in names:
+        try:
+            shlex.split(host.env.get(name, ""))
+        except ValueError as exc:
+            return name, str(exc)
+    return None
 
 
 def _compiler(host: Host) -> list[str] | None:

@@ -122,7 +122,11 @@ def detect_toolchain(host: Host, timeout: float | None = None) -> ToolchainFacts
     wanted: list[tuple[str, str]] = []
     cxx = host.env.get("CXX")
     if cxx:
-        exe = shlex.split(cxx)[0] if cxx.strip() else cxx
+        try:
+            words = shlex.split(cxx)
+        except ValueError:  # an unbalanced quote: make and CMake would fail on it too
+            words = cxx.split()
+        exe = words[0] if words else cxx
         path = host.which(exe)
         if path:
             wanted.append((f"$CXX ({exe})", path))

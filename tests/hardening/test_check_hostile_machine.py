@@ -235,3 +235,13 @@ def test_check_python_torch_version_not_pep440_is_a_finding(tmp_path):
     assert bad and "'2.13.0abc+../../x' is not a version" in bad[0].title
     python = report.facts["python_torch"]
     assert python.base_version is None and python.variant == "cpu"  # the odd label is not a variant
+
+
+def test_check_unbalanced_quote_in_cxx_and_cxxflags():
+    result = doctor_subprocess("check", "--json", env={"CXX": "g++ '"})
+    assert result.returncode in (0, 1), result.stderr
+    assert any(c["name"] == "$CXX (g++)" for c in json.loads(result.stdout)["facts"]["toolchain"]["compilers"])
+    result = doctor_subprocess("check", "--build", "--json", env={"CXXFLAGS": "-O2 '"})
+    assert result.returncode == 1, result.stderr
+    bad = [f for f in json.loads(result.stdout)["findings"] if f["id"] == "build.failed"]
+    assert bad and bad[0]["title"].startswith("CXXFLAGS is not valid shell words (No closing quotation)")
