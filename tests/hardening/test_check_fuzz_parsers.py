@@ -205,3 +205,22 @@ def test_check_fuzz_requirements(text):
                  "python_torch": SimpleNamespace(version="2.13.0+cpu", base_version="2.13.0", evidence=[])}
         finding = evaluate(req, facts)
         assert finding is None or finding.id == "requirement.unmet"
+
+
+# -- the environment itself is outside text --
+
+ENV_NAMES = ["LIBTORCH", "LIBTORCH_LIB", "LIBTORCH_INCLUDE", "LIBTORCH_HOME", "LIBTORCH_VERSION", "Torch_DIR",
+             "CMAKE_PREFIX_PATH", "CONDA_PREFIX", "LD_LIBRARY_PATH", "CXX", "CXXFLAGS", "CPPFLAGS", "XDG_CACHE_HOME",
+             "HOME", "CUDA_VISIBLE_DEVICES"]
+env_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40) | st.sampled_from(
+    ["/", "x" * 300, "/opt/" + "y" * 300 + "/libtorch", "a:b::c", "share/cmake/Torch", "'", "\x00", "..", "~"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(env=st.dictionaries(st.sampled_from(ENV_NAMES), env_text, max_size=6))
+def test_check_fuzz_environment_never_crashes(tmp_path, env):
+    from doctor.check import run_check
+    from doctor.host import Host
+
+    report = run_check(Host.for_test(tmp_path, env=env))
+    assert report.exit_code() in (0, 1)
