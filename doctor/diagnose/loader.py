@@ -68,7 +68,7 @@ def loader_area(l: LoaderFacts) -> Area:
     else:
         summary = f"{', '.join(v.library for v in ok)} found via {ok[0].for_programs.via}"
     if l.unreadable:
-        summary += f"; cannot read {', '.join(u.split(':')[0] for u in l.unreadable)} (see libtorch)"
+        summary += f"; cannot use {', '.join(u.split(':')[0] for u in l.unreadable)}"
     elif not l.unresolved and l.libraries:
         summary += "; all NEEDED libraries resolve"
     return Area("loader", "Loader", summary, details, findings)

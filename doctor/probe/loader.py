@@ -69,6 +69,10 @@ def detect_loader(host: Host, lib_dir: str | None, ld_cache: dict[str, list[str]
             facts.evidence.append(Evidence("elf", str(path), f"unreadable: {str(exc)[:300]}"))
             facts.libraries.append(view)
             continue
+        if host.machine in MULTIARCH and (elf.elfclass, elf.endian) != (64, "little"):
+            # glibc skips it as "incompatible": for a program it is as good as absent.
+            facts.unreadable.append(f"{name}: a {elf.elfclass}-bit {elf.endian}-endian ELF file; "
+                                    f"{host.machine} loads 64-bit little-endian ones")
         facts.unresolved.extend(f"{name} → {res.name}" for res in view.needed if res.path is None)
         facts.evidence.append(Evidence("elf", str(path), f"NEEDED {', '.join(elf.needed)}; RUNPATH {':'.join(elf.runpath) or '-'}"))
         facts.libraries.append(view)

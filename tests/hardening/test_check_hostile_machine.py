@@ -245,3 +245,22 @@ def test_check_unbalanced_quote_in_cxx_and_cxxflags():
     assert result.returncode == 1, result.stderr
     bad = [f for f in json.loads(result.stdout)["findings"] if f["id"] == "build.failed"]
     assert bad and bad[0]["title"].startswith("CXXFLAGS is not valid shell words (No closing quotation)")
+
+
+def test_check_real_32bit_libc10_is_arch_mismatch(tmp_path, abi_libs):
+    """A real ELFCLASS32 shared object (gcc -m32, linked with ld -m elf_i386) in place of libc10."""
+    src = tmp_path / "c10.c"
+    src.write_text("int c10_version(void) { return 1; }\n")
+    obj, lib = tmp_path / "c10.o", tmp_path / "libc10-32.so"
+    subprocess.run(["gcc", "-m32", "-fPIC", "-c", str(src), "-o", str(obj)], check=True)
+    subprocess.run(["ld", "-m", "elf_i386", "-shared", "-o", str(lib), str(obj)], check=True)
+    root = make_tree(tmp_path / "opt/libtorch", "2.13.0", "cpu", libc10=lib)
+    shutil.copy(abi_libs["cxx11"], root / "lib/libtorch.so")
+    host = Host.for_test(tmp_path, env={"LIBTORCH": "/opt/libtorch"})
+    facts = gather_facts(host)
+    active = facts["libtorch"].active_install
+    assert (active.elf_class, active.elf_machine) == (32, "i386")
+    hit = [f for f in findings(host, facts) if f.id == "arch.mismatch"]
+    assert hit and "32-bit ELF file (ELFCLASS32)" in hit[0].title and hit[0].level.value == "error"
+    loader = area(host, facts, "loader").summary
+    assert "all NEEDED libraries resolve" not in loader and "cannot use libc10.so" in loader
