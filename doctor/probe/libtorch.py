@@ -339,7 +339,7 @@ def detect_libtorch(host: Host, python: PythonTorch | None) -> LibtorchFacts:
 def _canonical(host: Host, root: str) -> str:
     try:
         return str(host.real(root).resolve())
-    except OSError:
+    except (OSError, RuntimeError, ValueError):  # RuntimeError: a symlink loop (Python < 3.13)
         return root
 
 

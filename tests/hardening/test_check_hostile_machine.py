@@ -264,3 +264,13 @@ def test_check_real_32bit_libc10_is_arch_mismatch(tmp_path, abi_libs):
     assert hit and "32-bit ELF file (ELFCLASS32)" in hit[0].title and hit[0].level.value == "error"
     loader = area(host, facts, "loader").summary
     assert "all NEEDED libraries resolve" not in loader and "cannot use libc10.so" in loader
+
+
+def test_check_symlink_loop_in_libtorch(tmp_path):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    result = doctor_subprocess("check", "--json", env={"LIBTORCH": str(tmp_path / "a"), "Torch_DIR": str(tmp_path / "b"),
+                                                       "LD_LIBRARY_PATH": str(tmp_path / "a")})
+    assert result.returncode == 1, result.stderr
+    invalid = [f for f in json.loads(result.stdout)["findings"] if f["id"] == "libtorch.path-invalid"]
+    assert any(f"LIBTORCH={tmp_path / 'a'} does not exist" in f["title"] for f in invalid)
