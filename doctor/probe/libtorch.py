@@ -249,10 +249,13 @@ def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evide
     _read_libc10(host, install, c10, parsed["abi_flag"], p)
     record_text = host.read_text(p / INSTALL_RECORD)
     if record_text:
-        try:
-            install.record = json.loads(record_text)
-        except ValueError:
-            install.record = None
+        from doctor.bounded import json_depth_exceeds
+
+        try:  # written by fetch-libtorch, but anyone can edit it: bounded, and a dict or nothing
+            record = None if json_depth_exceeds(record_text) else json.loads(record_text)
+        except (ValueError, RecursionError):
+            record = None
+        install.record = record if isinstance(record, dict) else None
     parts = p.parts
     if "LIBTORCH_HOME" in origins and len(parts) >= 3:
         install.hasktorch = {

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import struct
 import subprocess
 from pathlib import Path
 
@@ -179,7 +178,7 @@ def test_check_policy_unknown_finding_id_is_usage_error(tmp_path, key):
     "a" + ".a" * 50_000 + " = 1",
     "x = " + "{a = " * 5000 + "1" + "}" * 5000,
     "min-version = " + "9" * 5000,
-])
+], ids=["nested-arrays", "dotted-keys", "nested-inline-tables", "huge-number"])
 def test_check_policy_deeply_nested_or_huge_is_usage_error(tmp_path, text):
     (tmp_path / "doctor.toml").write_text(text + "\n")
     result = doctor_subprocess("check", cwd=tmp_path)
@@ -274,3 +273,13 @@ def test_check_symlink_loop_in_libtorch(tmp_path):
     assert result.returncode == 1, result.stderr
     invalid = [f for f in json.loads(result.stdout)["findings"] if f["id"] == "libtorch.path-invalid"]
     assert any(f"LIBTORCH={tmp_path / 'a'} does not exist" in f["title"] for f in invalid)
+
+
+@pytest.mark.parametrize("record", ["[" * 100_000 + "]" * 100_000, "[1, 2]", '{"version": ' + "9" * 5000 + "}", "\xff{"],
+                         ids=["deeply-nested", "a-list", "huge-number", "not-utf8"])
+def test_check_install_record_hostile(tmp_path, abi_libs, record):
+    root = make_tree(tmp_path / "opt/libtorch", "2.13.0", "cpu", libc10=abi_libs["cxx11"])
+    (root / "torch-doctor.json").write_text(record, errors="surrogateescape")
+    host = Host.for_test(tmp_path, env={"LIBTORCH": "/opt/libtorch"})
+    install = inspect_tree(host, "/opt/libtorch", ["LIBTORCH"], [])
+    assert install.record is None and install.version == "2.13.0"
