@@ -250,3 +250,19 @@ def test_deep_zip_is_unpacked_or_refused_cleanly(tmp_path):
     r = doctor(tmp_path, "fetch-libtorch", "--archive", str(z), "--dest", str(tmp_path / "dest"), "--no-lock",
                "--verify", "-q")
     assert r.exit_code == 0, r.output
+
+
+def test_disk_full_during_a_download_of_unknown_size(tmp_path):
+    """A gzip answer has no usable length, so no free-space check can run first: the disk
+    fills while the bytes arrive, for real."""
+    data = libtorch_zip(tmp_path / "src.zip", payload=6 << 20).read_bytes()
+    srv = GzipAnyway(data)
+    try:
+        with tmpfs(tmp_path / "full", "2m") as mnt:
+            r = doctor(tmp_path, "fetch-libtorch", "--url", srv.base + "/libtorch-shared-with-deps-2.13.0%2Bcpu.zip",
+                       "--allow-http", "--dest", str(mnt / "dest"), "--no-lock", "-q")
+            assert clean_error(r) and "No space left on device" in r.stderr, r.output
+            assert not (mnt / "dest").exists()
+    finally:
+        srv.httpd.shutdown()
+        srv.httpd.server_close()
