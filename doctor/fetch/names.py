@@ -52,8 +52,11 @@ def redact_url(url: str | None) -> str | None:
     try:
         parts = urlsplit(url)
         host = parts.netloc.rpartition("@")[2]
-    except ValueError:
-        return SECRET
+    except ValueError:  # not even parseable: cut what could be secret by plain text rules
+        import re
+
+        url = re.sub(r"(?<=//)[^/]*@", SECRET + "@", url)
+        return re.sub(r"[?#].*", "?" + SECRET, url, flags=re.S)
     netloc = f"{SECRET}@{host}" if "@" in parts.netloc else host
     return urlunsplit((parts.scheme, netloc, parts.path, SECRET if parts.query else "",
                        SECRET if parts.fragment else ""))

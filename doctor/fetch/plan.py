@@ -217,10 +217,10 @@ def _check_url(url: str, allow_http: bool) -> None:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number
     except ValueError as exc:
-        raise UsageError(f"{shown!r} is not a valid URL ({exc})") from exc
+        raise UsageError(f"{shown!r} is not a valid URL ({exc})", "check the URL's host and port") from exc
     scheme = parts.scheme.lower()
     if scheme in ("https", "http") and not parts.hostname:
-        raise UsageError(f"{shown!r} names no host")
+        raise UsageError(f"{shown!r} names no host", "give a URL such as https://host/path/libtorch-….zip")
     if scheme == "https":
         return
     if scheme == "http":
@@ -228,8 +228,8 @@ def _check_url(url: str, allow_http: bool) -> None:
             return
         raise UsageError(f"refusing plain HTTP: {shown}", "use an https:// URL, or --allow-http for a trusted local mirror")
     if scheme == "file":
-        raise UsageError(f"{shown}: for a file on disk use --archive PATH")
-    raise UsageError(f"{shown!r} is not an http(s) URL")
+        raise UsageError(f"{shown}: for a file on disk use --archive PATH", "--archive installs a zip already on disk")
+    raise UsageError(f"{shown!r} is not an http(s) URL", "give an https:// URL")
 
 
 def _version(host: Host, req: FetchRequest, name_facts, notes: list[str]) -> str | None:

@@ -65,3 +65,13 @@ def test_arbitrary_bytes_from_a_file(tmp_path, raw):
 def test_well_formed_entry_is_accepted():
     assert _outcome(json.dumps({"lock_version": 1, "libtorch": {KEY: {"sha256": "0" * 64, "nar_hash": NAR}}})) == {
         KEY: {"sha256": "0" * 64, "nar_hash": NAR}}
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.one_of(json_values.map(lambda v: json.dumps(v).encode()), st.binary(max_size=200)))
+def test_install_record_reader_never_raises(tmp_path, raw):
+    from doctor.fetch.record import load_record, read_install_record
+
+    (tmp_path / "torch-doctor.json").write_bytes(raw)
+    assert read_install_record(tmp_path) is None  # nothing random is a well-formed record
+    assert load_record(tmp_path) is None
