@@ -234,10 +234,13 @@ def test_very_deep_tree_hashes_and_removes_without_recursion(tmp_path):
     import sys
 
     depth = sys.getrecursionlimit() + 500
-    deep_tree(tmp_path / "deep", depth)
-    assert nar_hash(tmp_path / "deep").startswith("sha256-")
-    rmtree(tmp_path / "deep")
-    assert not (tmp_path / "deep").exists()
+    try:
+        deep_tree(tmp_path / "deep", depth)
+        assert nar_hash(tmp_path / "deep").startswith("sha256-")
+        rmtree(tmp_path / "deep")
+        assert not (tmp_path / "deep").exists()
+    finally:
+        rmtree(tmp_path / "deep")  # pytest's own clean-up of old temp dirs recurses: leave nothing deep
 
 
 def test_deep_zip_is_unpacked_or_refused_cleanly(tmp_path):
@@ -245,11 +248,14 @@ def test_deep_zip_is_unpacked_or_refused_cleanly(tmp_path):
     libtorch_zip(z)
     with zipfile.ZipFile(z, "a") as zf:
         zf.writestr(zinfo("libtorch/share/" + "d/" * 1500 + "f", 0o100644), b"x")  # 3000-byte path
-    r = doctor(tmp_path, "fetch-libtorch", "--archive", str(z), "--dest", str(tmp_path / "dest"), "--no-lock", "-q")
-    assert r.exit_code == 0, r.output
-    r = doctor(tmp_path, "fetch-libtorch", "--archive", str(z), "--dest", str(tmp_path / "dest"), "--no-lock",
-               "--verify", "-q")
-    assert r.exit_code == 0, r.output
+    try:
+        r = doctor(tmp_path, "fetch-libtorch", "--archive", str(z), "--dest", str(tmp_path / "dest"), "--no-lock", "-q")
+        assert r.exit_code == 0, r.output
+        r = doctor(tmp_path, "fetch-libtorch", "--archive", str(z), "--dest", str(tmp_path / "dest"), "--no-lock",
+                   "--verify", "-q")
+        assert r.exit_code == 0, r.output
+    finally:
+        rmtree(tmp_path / "dest")  # pytest's own clean-up of old temp dirs recurses: leave nothing deep
 
 
 def test_disk_full_during_a_download_of_unknown_size(tmp_path):
