@@ -4,10 +4,10 @@ Nix hashes a fetched tree by serialising it as a NAR and taking sha256 of the by
 records only names, file types, the owner-executable bit, symlink targets and file contents,
 with directory entries sorted by name (bytes). Times, owners and other mode bits do not count.
 
-Three ways in, one serialiser:
-- `nar_hash(path)`: a tree (or a single file / symlink) on disk, like `nix-hash --type sha256 PATH`.
-- `nar_hash_zip(zip)`: a zip's entries as `unzip` would lay them out, top folder stripped like
-  fetchzip's `stripRoot` — no extraction needed.
+Two ways in, one serialiser (and no knowledge of zips: `doctor.fetch.extract.nar_hash_zip`
+feeds a zip's layout to the same writer):
+- `nar_hash(path)`: a tree (or a single file / symlink) on disk, like `nix-hash --type sha256 PATH`;
+  walked iteratively, so a tree thousands of levels deep cannot exhaust the stack.
 - `NarWriter`: fed entries in sorted order while extracting, so installing and hashing are one pass.
 """
 
@@ -166,15 +166,20 @@ def nar_hash(path: str | os.PathLike[str], exclude_top: Iterable[str] = ()) -> s
 
 def _walk(real: bytes, rel: Path_, skip: set[bytes]) -> Iterator[tuple[Path_, os.stat_result]]:
     """(relative path, lstat) for everything under `real`, depth-first with siblings sorted by
-    name bytes: exactly NAR order."""
-    for name in sorted(os.listdir(real)):
-        if name in skip:
+    name bytes: exactly NAR order. An explicit stack of sorted sibling lists, not recursion."""
+    top = [n for n in sorted(os.listdir(real)) if n not in skip]
+    stack: list[tuple[bytes, Path_, list[bytes]]] = [(real, rel, top[::-1])]
+    while stack:
+        base, prefix, pending = stack[-1]
+        if not pending:
+            stack.pop()
             continue
-        child = os.path.join(real, name)
+        name = pending.pop()
+        child = os.path.join(base, name)
         st = os.lstat(child)
-        yield rel + (name,), st
+        yield prefix + (name,), st
         if stat.S_ISDIR(st.st_mode):
-            yield from _walk(child, rel + (name,), set())
+            stack.append((child, prefix + (name,), sorted(os.listdir(child), reverse=True)))
 
 
 def _copy_into(path: Path, feed: Callable[[bytes], None]) -> None:
@@ -193,32 +198,3 @@ def _dump_node(p: Path, st: os.stat_result, update: Callable[[bytes], object]) -
         update(b"\0" * ((8 - st.st_size % 8) % 8) + _CLOSE)
     else:
         raise ValueError(f"{p}: not a file, directory or symlink")
-
-
-# -- zips --
-
-
-def nar_hash_zip(zip_path: str | os.PathLike[str], strip_root: bool = True) -> str:
-    """SRI hash of the tree `unzip` would produce from `zip_path`, with its single top folder
-    stripped (fetchzip's default). Raises UnsafeArchive for entries that would escape."""
-    import zipfile
-
-    from doctor.fetch.extract import plan_entries
-
-    h = hashlib.sha256()
-    with zipfile.ZipFile(zip_path) as zf:
-        layout = plan_entries(zf.infolist(), strip_root=strip_root, read=zf.read)
-        writer = NarWriter(h.update)
-        for entry in layout.entries:
-            if entry.kind == "dir":
-                writer.directory(entry.path)
-            elif entry.kind == "symlink":
-                writer.symlink(entry.path, zf.read(entry.info))
-            else:
-                feed = writer.file(entry.path, entry.info.file_size, entry.executable)
-                with zf.open(entry.info) as src:
-                    while chunk := src.read(CHUNK):
-                        feed(chunk)
-                writer.end_file()
-        writer.finish()
-    return sri(h.digest())

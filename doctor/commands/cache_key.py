@@ -48,8 +48,10 @@ def resolve(host: Host, version: str | None = None, variant: str | None = None, 
     from doctor.errors import UsageError
     from doctor.fetch.plan import FetchRequest, resolve_plan
 
+    # A key names a file; it downloads nothing, so the mirror ($DOCTOR_LIBTORCH_MIRROR, http
+    # or not) plays no part: the key is the same from any mirror.
     request = FetchRequest(version=version, variant=variant or "auto", abi=abi, platform=platform,
-                           from_wheel=from_wheel, unlisted=unlisted, no_lock=True)
+                           from_wheel=from_wheel, unlisted=unlisted, no_lock=True, use_mirror=False)
     plan = resolve_plan(host, request)
     if plan.version is None:
         raise UsageError("a nightly has no stable key", "give --version")

@@ -13,7 +13,7 @@ from doctor.catalog.releases import ABIS, CHANNELS, PLATFORMS
 from doctor.emit import FORMATS
 
 if TYPE_CHECKING:
-    from doctor.fetch.install import Outcome
+    from doctor.fetch.pipeline import Outcome
     from doctor.fetch.plan import Plan
 
 EPILOG = """\b
@@ -51,8 +51,9 @@ Examples:
               help="Lock file recording hashes on first fetch (default: ./libtorch.lock).")
 @click.option("--no-lock", is_flag=True, help="Neither read nor write a lock file.")
 @click.option("--update-lock", is_flag=True, help="Re-record the lock entry instead of checking against it.")
-@click.option("--force", is_flag=True, help="Fetch and replace even when already installed.")
-@click.option("--verify", "verify_tree", is_flag=True, help="Re-hash an installed tree and check it against its record and the lock.")
+@click.option("--force", is_flag=True, help="Fetch and replace even when already installed; also replace a libtorch "
+              "tree the doctor did not install (never a directory holding anything else).")
+@click.option("--verify", "verify_tree", is_flag=True, help="Re-hash the installed tree and check it against its install record and the lock.")
 @click.option("--offline", is_flag=True, help="Never download: succeed only if already installed (or with --archive).")
 @click.option("--keep-archive", is_flag=True, help="Keep the downloaded zip beside the destination.")
 @click.option("--allow-http", is_flag=True, help="Allow plain http:// URLs (a trusted local mirror).")
@@ -73,7 +74,7 @@ def command(version, variant, abi, platform, debug, channel, url, archive, from_
             allow_http, retries, timeout, backoff, dry_run, as_json, quiet, emit_fmt=None) -> int:
     """Download, verify and install the libtorch that matches this machine."""
     from doctor.errors import UsageError
-    from doctor.fetch.install import FetchOptions, fetch
+    from doctor.fetch.pipeline import FetchOptions, fetch
     from doctor.fetch.plan import FetchRequest, resolve_plan
     from doctor.host import Host
 
@@ -145,7 +146,7 @@ def _outcome_text(plan: Plan, outcome: Outcome) -> str:
         lines.append(f"{_label(rec)} is already installed (checked against {how}); nothing to do")
     lines.append(f"  at      {outcome.dest}")
     src = rec.get("source") or {}
-    lines.append(f"  source  {src.get('url') or src.get('path') or src.get('file')}")
+    lines.append(f"  source  {src.get('url') or src.get('url_redacted') or src.get('path') or src.get('file')}")
     lines.append(f"  sha256  {rec.get('sha256')}")
     lines.append(f"  nar     {rec.get('nar_hash')}")
     if lock_line:
@@ -155,6 +156,8 @@ def _outcome_text(plan: Plan, outcome: Outcome) -> str:
 
 
 def _plan_text(plan: Plan) -> str:
+    from doctor.fetch.names import redact_url
+
     d = plan.describe()
     rows = [("version", d["version"] or "(nightly: known once unpacked)"), ("variant", d["variant"]),
             ("ABI", d["abi"] or "n/a"), ("platform", d["platform"] + (" (debug)" if d["debug"] else "")),
@@ -166,7 +169,7 @@ def _plan_text(plan: Plan) -> str:
     if d["archive"]:
         rows.append(("archive", d["archive"]))
     if d["source"] == "wheel":
-        rows.append(("pip", f"pip download torch=={d['version']} --no-deps" + (f" --index-url {plan.index_url}" if plan.index_url else "")))
+        rows.append(("pip", f"pip download torch=={d['version']} --no-deps" + (f" --index-url {redact_url(plan.index_url)}" if plan.index_url else "")))
     rows.append(("dest", d["dest"]))
     rows.append(("lock", f"{d['lock']} [{d['lock_key']}]" if d["lock"] else "none"))
     if d["sha256"]:

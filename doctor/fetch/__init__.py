@@ -1,7 +1,13 @@
-"""fetch-libtorch: catalog + facts → Plan → download → verify → extract → install (tree + record).
+"""fetch-libtorch: catalog + facts → Plan → archive → install (tree + record).
 
-plan.py resolves what to fetch and where; download.py streams it (resume, retries);
-verify.py checks sha256 and the lock file; extract.py unpacks like unzip and hashes the
-tree; wheel.py lays a torch wheel out as a libtorch tree; install.py puts it in place
-atomically and writes the install record other commands read (`read_install_record`).
+plan.py resolves what to fetch and where (nothing touched); pipeline.py runs one fetch
+(`fetch()`: the per-destination lock, already-installed, may-we-replace, lock recording);
+source.py gets the archive (download.py streams a URL: resume, retries, redirects checked
+one by one; a local --archive; wheel.py's `pip download`); install.py unpacks it beside the
+destination (extract.py: like unzip, safely, NAR hash in the same pass), checks it and swaps
+it in; record.py is the one home of the install record (`torch-doctor.json` + `.ok`);
+destination.py decides whether a directory may be replaced; lock.py reads and writes
+libtorch.lock (validated); verify.py compares hashes; names.py keeps names from outside to one
+path component and URLs free of secrets; fsops.py holds the file-system steps and turns
+their errors into messages.
 """

@@ -6,7 +6,15 @@
   succeeds;
 - 5xx, 408, 429 and connection errors are retried with exponential backoff; other 4xx
   (404 above all) fail at once;
-- plain HTTP (including a redirect down to it) is refused unless allowed.
+- plain HTTP is refused unless allowed, and a redirect from https down to http always:
+  redirects are followed one at a time and each Location is checked before it is requested;
+  loops and chains over 10 hops end with a clear error;
+- `Accept-Encoding: identity` is sent; a server that compresses anyway is decoded (and that
+  answer is not resumed byte for byte);
+- URLs are shown with credentials and query strings redacted (names.py).
+
+The loop is small steps in the manner of pip's network/download.py: resume-or-start, one
+attempt (request → status check → remember validators → stream), wait-and-retry.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from urllib.parse import urlsplit
 from doctor import __version__
 from doctor.diagnose.common import human_bytes
 from doctor.errors import DoctorError
+from doctor.fetch.names import redact_url
 
 CHUNK = 1 << 20  # reading a partial file back
 NET_CHUNK = 256 << 10  # one network read; what a dropped connection can cost at most
@@ -56,6 +65,25 @@ class _Retry(Exception):
         self.wait = wait
 
 
+MAX_REDIRECTS = 10
+
+
+@dataclass
+class _Attempt:
+    """What one request needs and what it learned: the state shared by the steps below."""
+
+    url: str
+    part: Path
+    sidecar: Path
+    meta: dict
+    allow_http: bool
+    timeout: tuple[float, float]
+    log: Callable[[str], None]
+    total: int | None = None
+    final_url: str = ""
+    space_checked: bool = False
+
+
 def download(
     url: str,
     part: Path,
@@ -69,108 +97,239 @@ def download(
     check_space: Callable[[int], None] | None = None,
 ) -> Downloaded:
     """Download `url` to `part` (resuming what a previous run left there) and return its sha256."""
-    import requests
-
     started = time.monotonic()
-    sidecar = part.with_name(part.name + ".json")
-    meta = _read_sidecar(sidecar)
     st = _State(part)
-    if part.exists() and meta.get("url") == url:
-        st.hash_existing()
-        if st.offset:
-            log(f"resuming a partial download ({human_bytes(st.offset)} already here)")
-    else:
-        part.unlink(missing_ok=True)
-        meta = {"url": url}
+    at = _Attempt(url, part, part.with_name(part.name + ".json"), {}, allow_http, timeout, log)
+    _resume_or_start(at, st)
+    session = _session()
+    failures = attempts = 0
+    resumed_at: list[int] = []
+    try:
+        while True:
+            attempts += 1
+            before = st.offset
+            if st.offset:
+                resumed_at.append(st.offset)
+            try:
+                if _attempt(session, at, st, progress, check_space):
+                    break
+            except _Retry as retry:
+                failures = 0 if st.offset > before else failures + 1
+                if failures > retries:
+                    raise DoctorError(f"download failed after {attempts} attempts: {retry}",
+                                      "run the same command again to resume, or try --mirror") from None
+                _wait(retry, failures, backoff, st.offset, log)
+    finally:
+        session.close()
+        if progress is not None:
+            progress.close()
+    return Downloaded(part, st.hasher.hexdigest(), st.offset, at.final_url or url, attempts, resumed_at,
+                      time.monotonic() - started)
+
+
+def _session():
+    import requests
 
     session = requests.Session()
     session.headers["User-Agent"] = f"torch-doctor/{__version__}"
     session.headers["Accept-Encoding"] = "identity"  # bytes as stored: the sha256 is of the file
-    failures = attempts = 0
-    resumed_at: list[int] = []
-    final_url = url
-    total: int | None = meta.get("total")
-    space_checked = False
-    try:
-        while True:
-            attempts += 1
-            progress_before = st.offset
-            try:
-                headers = {}
-                if st.offset:
-                    headers["Range"] = f"bytes={st.offset}-"
-                    validator = meta.get("etag") or meta.get("last_modified")
-                    if validator:
-                        headers["If-Range"] = validator
-                    resumed_at.append(st.offset)
-                try:
-                    resp = session.get(url, headers=headers, stream=True, timeout=timeout)
-                except requests.exceptions.SSLError as exc:
-                    raise DoctorError(f"TLS error talking to {_host(url)}: {exc}",
-                                      "check the system's CA certificates or a proxy intercepting HTTPS") from exc
-                except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
-                    raise _Retry(f"connection failed: {_short(exc)}") from exc
-                with resp:
-                    final_url = resp.url or url
-                    if urlsplit(final_url).scheme != "https" and not allow_http:
-                        raise DoctorError(f"refusing plain HTTP: {final_url}" + (f" (redirected from {url})" if final_url != url else ""),
-                                          "use --allow-http only for a mirror you trust")
-                    status = resp.status_code
-                    if status in RETRY_STATUS:
-                        raise _Retry(f"HTTP {status} from {_host(final_url)}", _retry_after(resp))
-                    if status == 416 and st.offset:
-                        if total is not None and st.offset == total:
-                            break  # everything is already here
-                        log("the server refused to resume; starting over")
-                        st.restart()
-                        continue
-                    if status in (404, 410):
-                        raise DoctorError(f"not found (HTTP {status}): {final_url}",
-                                          "the catalog may be out of date or the file was removed; "
-                                          "check --version/--variant, or give --url or --mirror")
-                    if status >= 400:
-                        raise DoctorError(f"HTTP {status} {resp.reason or ''} from {final_url}".rstrip())
-                    if status == 206 and st.offset:
-                        m = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
-                        if not m or int(m.group(1)) != st.offset:
-                            log("the server answered a different range; starting over")
-                            st.restart()
-                            continue
-                        if m.group(3) != "*":
-                            total = int(m.group(3))
-                    else:
-                        if st.offset:
-                            log("the file changed on the server (or it cannot resume); starting over")
-                            st.restart()
-                        length = resp.headers.get("Content-Length")
-                        total = int(length) if length and length.isdigit() else None
-                    meta.update(url=url, total=total, etag=resp.headers.get("ETag"),
-                                last_modified=resp.headers.get("Last-Modified"))
-                    _write_sidecar(sidecar, meta)
-                    if check_space is not None and not space_checked and total is not None:
-                        check_space(total - st.offset)
-                        space_checked = True
-                    if progress is not None:
-                        progress.start(total, st.offset)
-                    st.stream(resp, progress)
-                    if total is not None and st.offset < total:
-                        raise _Retry(f"connection closed after {human_bytes(st.offset)} of {human_bytes(total)}")
-                    if total is not None and st.offset > total:
-                        raise DoctorError(f"the server sent {st.offset} bytes, more than the {total} it announced")
-                    break
-            except _Retry as retry:
-                failures = 0 if st.offset > progress_before else failures + 1
-                if failures > retries:
-                    raise DoctorError(f"download failed after {attempts} attempts: {retry}",
-                                      "run the same command again to resume, or try --mirror") from None
-                wait = retry.wait if retry.wait is not None else backoff * (2 ** max(failures - 1, 0))
-                wait = min(wait, 30.0)
-                log(f"{retry}; retrying in {wait:.1f} s" + (f" from {human_bytes(st.offset)}" if st.offset else ""))
-                time.sleep(wait)
-    finally:
+    session.trust_env = True
+    return session
+
+
+def _resume_or_start(at: _Attempt, st: _State) -> None:
+    """Pick up a partial file left by an earlier run for the same URL, or start empty."""
+    meta = _read_sidecar(at.sidecar)
+    if at.part.exists() and meta.get("url") == at.url:
+        try:
+            st.hash_existing()
+        except OSError:
+            st.restart()
+        if st.offset:
+            at.log(f"resuming a partial download ({human_bytes(st.offset)} already here)")
+        at.meta = meta
+        at.total = meta.get("total") if isinstance(meta.get("total"), int) else None
+    else:
+        _unlink(at.part)
+        at.meta = {"url": at.url}
+
+
+def _attempt(session, at: _Attempt, st: _State, progress: Progress | None, check_space) -> bool:
+    """One request: True when the file is complete. Raises _Retry to try again."""
+    headers = _range_headers(at, st)
+    resp = _get(session, at, headers)
+    with resp:
+        verdict = _check_status(resp, at, st)
+        if verdict == "done":
+            return True
+        if verdict == "again":
+            return False
+        _remember(resp, at, st)
+        if check_space is not None and not at.space_checked and at.total is not None:
+            check_space(at.total - st.offset)
+            at.space_checked = True
         if progress is not None:
-            progress.close()
-    return Downloaded(part, st.hasher.hexdigest(), st.offset, final_url, attempts, resumed_at, time.monotonic() - started)
+            progress.start(at.total, st.offset)
+        st.stream(resp, progress, decode=_encoded(resp))
+    if at.total is not None and st.offset < at.total:
+        raise _Retry(f"connection closed after {human_bytes(st.offset)} of {human_bytes(at.total)}")
+    if at.total is not None and st.offset > at.total:
+        raise DoctorError(f"the server sent {st.offset} bytes, more than the {at.total} it announced",
+                          "the mirror or a proxy is altering the file; try another --mirror")
+    return True
+
+
+def _range_headers(at: _Attempt, st: _State) -> dict:
+    if not st.offset:
+        return {}
+    headers = {"Range": f"bytes={st.offset}-"}
+    validator = at.meta.get("etag") or at.meta.get("last_modified")
+    if isinstance(validator, str) and validator:
+        headers["If-Range"] = validator
+    return headers
+
+
+def _get(session, at: _Attempt, headers: dict):
+    """GET `at.url`, following redirects one at a time: each Location is checked before it is
+    requested, so a redirect from https down to http is refused before the plain request is
+    sent, and a loop ends with a clear error."""
+    import requests
+
+    url = at.url
+    seen = {url}
+    for _ in range(MAX_REDIRECTS + 1):
+        _check_scheme(url, at)
+        try:
+            resp = session.get(url, headers=headers, stream=True, timeout=at.timeout, allow_redirects=False)
+        except requests.exceptions.SSLError as exc:
+            raise DoctorError(f"TLS error talking to {_host(url)}: {_short(exc)}",
+                              "check the system's CA certificates or a proxy intercepting HTTPS") from exc
+        except requests.exceptions.InvalidURL as exc:
+            raise DoctorError(f"invalid URL {redact_url(url)!r}: {_short(exc)}") from exc
+        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
+            raise _Retry(f"connection failed: {_short(exc)}") from exc
+        if not resp.is_redirect:
+            at.final_url = url
+            return resp
+        location = resp.headers.get("Location", "")
+        resp.close()
+        from urllib.parse import urljoin
+
+        target = urljoin(url, location)
+        if target in seen:
+            raise DoctorError(f"redirect loop: {redact_url(url)} leads back to {redact_url(target)}",
+                              "the server or mirror is misconfigured; try another --mirror or --url")
+        seen.add(target)
+        url = _drop_credentials(url, target)
+    raise DoctorError(f"more than {MAX_REDIRECTS} redirects from {redact_url(at.url)}",
+                      "the server or mirror is misconfigured; try another --mirror or --url")
+
+
+def _check_scheme(url: str, at: _Attempt) -> None:
+    scheme = urlsplit(url).scheme.lower()
+    came_from = f" (redirected from {redact_url(at.url)})" if url != at.url else ""
+    if scheme == "https":
+        return
+    if scheme == "http":
+        downgrade = urlsplit(at.url).scheme.lower() == "https"
+        if at.allow_http and not downgrade:
+            return
+        raise DoctorError(f"refusing plain HTTP: {redact_url(url)}{came_from}",
+                          "an https download is never continued over http" if downgrade
+                          else "use --allow-http only for a mirror you trust")
+    raise DoctorError(f"refusing to fetch {redact_url(url)!r}{came_from}: not an http(s) URL")
+
+
+def _drop_credentials(old: str, new: str) -> str:
+    """Credentials in the URL are for its own host: a redirect elsewhere does not carry them
+    (requests' own rule for Authorization headers)."""
+    a, b = urlsplit(old), urlsplit(new)
+    if a.hostname == b.hostname or "@" not in b.netloc:
+        return new
+    return b._replace(netloc=b.netloc.rpartition("@")[2]).geturl()
+
+
+def _check_status(resp, at: _Attempt, st: _State) -> str:
+    """"go" (stream the body), "done" (nothing left to fetch), "again" (restart at once);
+    or raise for an answer that is final (_Retry for one worth retrying)."""
+    status = resp.status_code
+    where = redact_url(at.final_url)
+    if status in RETRY_STATUS:
+        raise _Retry(f"HTTP {status} from {_host(at.final_url)}", _retry_after(resp))
+    if status == 416 and st.offset:
+        if at.total is not None and st.offset == at.total:
+            return "done"  # everything is already here
+        at.log("the server refused to resume; starting over")
+        st.restart()
+        return "again"
+    if status in (404, 410):
+        raise DoctorError(f"not found (HTTP {status}): {where}",
+                          "the catalog may be out of date or the file was removed; "
+                          "check --version/--variant, or give --url or --mirror")
+    if 300 <= status < 400 and status != 304:
+        raise DoctorError(f"HTTP {status} redirect without a usable Location from {where}",
+                          "the server or mirror is misconfigured; try another --mirror or --url")
+    if status >= 400:
+        reason = "".join(c for c in (resp.reason or "")[:80] if c.isprintable())
+        raise DoctorError(f"HTTP {status} {reason} from {where}".replace("  ", " "),
+                          "check the URL, or the mirror's access rules")
+    if status == 206 and st.offset:
+        m = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
+        if not m or int(m.group(1)) != st.offset:
+            at.log("the server answered a different range; starting over")
+            st.restart()
+            return "again"
+        if m.group(3) != "*":
+            at.total = int(m.group(3))
+        return "go"
+    if st.offset:
+        at.log("the file changed on the server (or it cannot resume); starting over")
+        st.restart()
+    length = resp.headers.get("Content-Length", "")
+    at.total = int(length) if length.isdigit() and len(length) < 20 else None
+    if _encoded(resp):
+        # Asked for identity, got gzip anyway: decode it, and since Content-Length counts the
+        # compressed bytes, stop comparing lengths (the sha256 and the lock still check the file).
+        at.log(f"the server compressed the answer ({resp.headers.get('Content-Encoding')}) although asked "
+               "not to; decoding it")
+        at.total = None
+    return "go"
+
+
+def _encoded(resp) -> bool:
+    enc = (resp.headers.get("Content-Encoding") or "").strip().lower()
+    return enc not in ("", "identity")
+
+
+def _remember(resp, at: _Attempt, st: _State) -> None:
+    """What a later run needs to resume: the URL, the total, a validator (not for a decoded body)."""
+    encoded = _encoded(resp)
+    at.meta.update(url=at.url, total=at.total, etag=None if encoded else resp.headers.get("ETag"),
+                   last_modified=None if encoded else resp.headers.get("Last-Modified"))
+    try:
+        _write_sidecar(at.sidecar, at.meta)
+    except OSError as exc:
+        from doctor.fetch.fsops import os_error
+
+        raise os_error(exc, "write beside the download at", at.sidecar) from exc
+
+
+def _wait(retry: _Retry, failures: int, backoff: float, offset: int, log) -> None:
+    wait = retry.wait if retry.wait is not None else backoff * (2 ** max(failures - 1, 0))
+    wait = min(wait, 30.0)
+    log(f"{retry}; retrying in {wait:.1f} s" + (f" from {human_bytes(offset)}" if offset else ""))
+    time.sleep(wait)
+
+
+def _unlink(p: Path) -> None:
+    try:
+        p.unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        from doctor.fetch.fsops import os_error
+
+        raise os_error(exc, "remove", p) from exc
 
 
 class _State:
@@ -192,13 +351,25 @@ class _State:
                 self.hasher.update(chunk)
                 self.offset += len(chunk)
 
-    def stream(self, resp, progress: Progress | None) -> None:
+    def stream(self, resp, progress: Progress | None, decode: bool = False) -> None:
         import requests
+
+        from doctor.fetch.fsops import os_error
 
         # urllib3 discards the bytes of a read that ends in IncompleteRead; we count the
         # length ourselves (offset vs total), so let it hand over what arrived.
         if hasattr(resp.raw, "enforce_content_length"):
             resp.raw.enforce_content_length = False
+        if decode and self.offset:
+            self.restart()  # a decoded body cannot be resumed byte for byte
+        try:
+            self._stream(resp, progress, requests)
+        except OSError as exc:
+            if isinstance(exc, requests.exceptions.RequestException):
+                raise
+            raise os_error(exc, "write the download to", self.part) from exc
+
+    def _stream(self, resp, progress: Progress | None, requests) -> None:
         with open(self.part, "r+b" if self.offset else "wb") as fh:
             fh.seek(self.offset)
             fh.truncate()
@@ -234,11 +405,18 @@ def _retry_after(resp) -> float | None:
 
 
 def _host(url: str) -> str:
-    return urlsplit(url).netloc or url
+    try:
+        return urlsplit(url).hostname or redact_url(url) or url
+    except ValueError:
+        return "the server"
+
+
+_SECRET_BITS = re.compile(r"\?[^\s'\")]*|(?<=//)[^/@\s'\"]+@")
 
 
 def _short(exc: BaseException) -> str:
-    text = str(exc)
+    """An exception's text for one log line: query strings and credentials it quotes redacted."""
+    text = _SECRET_BITS.sub(lambda m: "***@" if m.group(0).endswith("@") else "?***", str(exc))
     return text if len(text) < 160 else text[:157] + "..."
 
 

@@ -6,7 +6,13 @@ every entry's mode and type follow Info-ZIP's `mapattr` (unix/unix.c), so the tr
 what `unzip` makes — the tree Nix's fetchzip hashes — and the tests compare the two.
 
 Refused before anything is written: absolute paths, `..`, entries inside a file or symlink,
-duplicates, and symlinks that resolve (following the archive's own symlinks) outside the tree.
+duplicates, symlinks that resolve (following the archive's own symlinks) outside the tree,
+name components over 255 bytes, encrypted entries, compression methods this Python cannot
+inflate (zstd, ...), and entries named like files the caller adds itself (`reserved`: the
+install record and marker).
+
+`nar_hash_zip` hashes a zip's tree without unpacking it (this module owns the layout rules,
+so the NAR serialiser in doctor/nar.py stays free of zip knowledge: no import circle).
 """
 
 from __future__ import annotations
@@ -31,6 +37,11 @@ FS_FAT, AMIGA, VMS, UNIX, ATARI, QDOS, ACORN, BEOS, TANDEM, THEOS, ATHEOS = 0, 1
 _UNIX_LIKE = {VMS, UNIX, ATARI, QDOS, ACORN, BEOS, TANDEM, THEOS, ATHEOS}
 _SYMLINK_HOSTS = {UNIX, ATARI, ATHEOS, BEOS, VMS}
 _EF_ASIUNIX, _EF_PKVMS = 0x756E, 0x000C
+NAME_MAX = 255  # bytes in one path component
+# What zipfile can inflate here; anything else (zstd = 93, ...) is refused before writing.
+_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate", zipfile.ZIP_BZIP2: "bzip2",
+            zipfile.ZIP_LZMA: "lzma"}
+_METHOD_NAMES = {9: "deflate64", 93: "zstd", 95: "xz", 98: "ppmd", 99: "AES-encrypted"}
 
 
 class BadArchive(DoctorError):
@@ -172,13 +183,24 @@ def plan_entries(
     extra: Iterable[tuple[str, bytes, int]] = (),
     read: Callable[[zipfile.ZipInfo], bytes] | None = None,
     umask: int | None = None,
+    reserved: Iterable[str] = (),
 ) -> Layout:
     """Check and order the entries. `rename` maps an entry name to its place in the tree (None
     drops it; used to lay out a wheel); `extra` adds (name, contents, perms) files; `read`
-    returns a symlink entry's target (its stored contents)."""
+    returns a symlink entry's target (its stored contents); `reserved` names top-level
+    entries the caller writes itself, refused in the archive."""
     umask = current_umask() if umask is None else umask
+    reserved_top = {os.fsencode(n) for n in reserved}
     raw: list[tuple[tuple[str, ...], str, int, zipfile.ZipInfo]] = []
     for info in infos:
+        if info.flag_bits & 0x1:
+            raise BadArchive(f"the archive's entry {info.filename!r} is encrypted",
+                             "a libtorch archive is never encrypted; use an official zip")
+        if info.compress_type not in _METHODS:
+            method = _METHOD_NAMES.get(info.compress_type, f"method {info.compress_type}")
+            raise BadArchive(f"the archive's entry {info.filename!r} is compressed with {method}, "
+                             "which this Python cannot unpack",
+                             "use an official libtorch zip (deflate), or repack the archive with `zip`")
         name = os.fsdecode(raw_name(info))
         if info.create_system == FS_FAT and "\\" in name:
             name = name.replace("\\", "/")  # as unzip does for archives made on DOS/Windows
@@ -194,6 +216,8 @@ def plan_entries(
             raise UnsafeArchive(info.filename, "climbs out of the tree with '..'")
         if "\0" in name:
             raise UnsafeArchive(info.filename, "has a NUL byte in its name")
+        if any(len(os.fsencode(p)) > NAME_MAX for p in parts):
+            raise UnsafeArchive(info.filename[:120] + "...", f"has a name component over {NAME_MAX} bytes")
         kind, perms = unzip_mode(info, umask)
         if not parts:
             if kind != "dir":
@@ -225,6 +249,12 @@ def plan_entries(
                 continue  # a repeated directory entry is harmless
             raise UnsafeArchive(info.filename, "appears twice")
         entries[path] = Entry(path, kind, perms, info)
+    for path, entry in entries.items():
+        if path[0] in reserved_top:
+            # The record and marker are the doctor's own: a copy in the archive would be
+            # hidden from the NAR hash (and could point elsewhere as a symlink).
+            raise UnsafeArchive(_show(path), "is named like a file fetch-libtorch writes itself "
+                                f"({os.fsdecode(path[0])}); it could stand in for the install record")
     for name, data, perms in extra:
         path = tuple(os.fsencode(p) for p in name.split("/") if p)
         entries[path] = Entry(path, "file", perms, None, data)
@@ -297,6 +327,7 @@ def extract_zip(
     extra: Iterable[tuple[str, bytes, int]] = (),
     check_space: Callable[[int], None] | None = None,
     progress: Callable[[int], None] | None = None,
+    reserved: Iterable[str] = (),
 ) -> Extracted:
     """Unpack `zip_path` into the empty directory `dest` and return the tree's NAR hash.
 
@@ -312,7 +343,7 @@ def extract_zip(
                           "the download may be truncated or not a libtorch zip") from exc
     with zf:
         layout = plan_entries(zf.infolist(), strip_root=strip_root, rename=rename, extra=extra,
-                              read=zf.read, umask=umask)
+                              read=_reader(zf), umask=umask, reserved=reserved)
         if check_space is not None:
             check_space(layout.total_size)
         writer = _Writer()
@@ -353,7 +384,8 @@ def extract_zip(
                     files += 1
                     size += entry.size
             nar.finish()
-        except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError,
+                lzma_error(), ValueError) as exc:
             raise BadArchive(f"the archive is damaged: {exc}", "fetch it again") from exc
         finally:
             try:
@@ -364,6 +396,55 @@ def extract_zip(
                     os.chmod(path, perms)
         os.chmod(root, layout.root_perms if layout.root_perms is not None else implied)
         return Extracted(sri(writer.hasher.digest()), files, size, layout.stripped)
+
+
+MAX_LINK = 4096  # bytes of a symlink target (PATH_MAX)
+
+
+def _reader(zf: zipfile.ZipFile) -> Callable[[zipfile.ZipInfo], bytes]:
+    """Read a symlink entry's target, bounded: a 'symlink' of gigabytes is not one."""
+    def read(info: zipfile.ZipInfo) -> bytes:
+        if info.file_size > MAX_LINK:
+            raise UnsafeArchive(info.filename, f"is a symlink with a {info.file_size}-byte target")
+        try:
+            return zf.read(info)
+        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as exc:
+            raise BadArchive(f"the archive is damaged: {exc}", "fetch it again") from exc
+    return read
+
+
+def lzma_error() -> type[Exception]:
+    try:
+        import lzma
+
+        return lzma.LZMAError
+    except ImportError:  # Python built without lzma
+        return zlib.error
+
+
+def nar_hash_zip(zip_path: str | os.PathLike[str], strip_root: bool = True) -> str:
+    """SRI hash of the tree `unzip` would produce from `zip_path`, with its single top folder
+    stripped (fetchzip's default). Raises UnsafeArchive for entries that would escape."""
+    from doctor.nar import NarWriter, sri
+
+    h = hashlib.sha256()
+    with zipfile.ZipFile(zip_path) as zf:
+        read = _reader(zf)
+        layout = plan_entries(zf.infolist(), strip_root=strip_root, read=read)
+        writer = NarWriter(h.update)
+        for entry in layout.entries:
+            if entry.kind == "dir":
+                writer.directory(entry.path)
+            elif entry.kind == "symlink":
+                writer.symlink(entry.path, entry.data)
+            else:
+                feed = writer.file(entry.path, entry.info.file_size, entry.executable)
+                with zf.open(entry.info) as src:
+                    while chunk := src.read(CHUNK):
+                        feed(chunk)
+                writer.end_file()
+        writer.finish()
+    return sri(h.digest())
 
 
 def _write_file(zf: zipfile.ZipFile, entry: Entry, full: bytes, feed, progress, writer: _Writer) -> None:

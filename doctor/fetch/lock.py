@@ -21,66 +21,139 @@ sorted keys and one field a line):
 Keys are `<version>/<platform>/<variant>/<abi or any>[/debug][/wheel]`: the same libtorch
 from a mirror or a local copy is checked against the same entry; a wheel-built tree differs
 from the zip, so it has its own.
+
+The file is outside input (committed, edited by hand, merged by git): every entry is validated
+when read, and a malformed one is an error naming it — never "lock matches", never silently
+overwritten. URLs are stored with credentials and query strings redacted.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from doctor.errors import DoctorError
 
 LOCK_VERSION = 1
+MAX_LOCK_BYTES = 16 << 20
+_HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
+_SRI = re.compile(r"^sha256-[A-Za-z0-9+/]{43}=$")
+_HINT = "fix that entry (or remove it to record fresh hashes on the next fetch)"
+
+
+def parse_lock(text: str, path: Path | str = "libtorch.lock") -> dict[str, dict]:
+    """The lock's entries by key, validated. DoctorError (exit 1) names what is wrong."""
+    try:
+        data = json.loads(text)
+    except RecursionError as exc:
+        raise DoctorError(f"{path} is nested too deeply to be a lock file", _HINT) from exc
+    except ValueError as exc:
+        raise DoctorError(f"{path} is not valid JSON ({exc})",
+                          "fix it, or remove it to record fresh hashes (trust on first use)") from exc
+    if not isinstance(data, dict):
+        raise DoctorError(f"{path} is not a libtorch lock file (a JSON object is expected)", _HINT)
+    version = data.get("lock_version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise DoctorError(f"{path}: lock_version is {_show(version)}, not {LOCK_VERSION}", _HINT)
+    if version > LOCK_VERSION:
+        raise DoctorError(f"{path} was written by a newer torch-doctor (lock_version {version})", "upgrade torch-doctor")
+    if version != LOCK_VERSION:
+        raise DoctorError(f"{path}: lock_version {version} is not one this doctor reads ({LOCK_VERSION})", _HINT)
+    entries = data.get("libtorch", {})
+    if not isinstance(entries, dict):
+        raise DoctorError(f"{path}: \"libtorch\" is {type(entries).__name__}, not a table of entries", _HINT)
+    for key, entry in entries.items():
+        problem = entry_problem(entry)
+        if problem:
+            raise DoctorError(f"{path}: entry {_show(key)} {problem}", _HINT)
+    return entries
+
+
+def entry_problem(entry: Any) -> str | None:
+    """Why `entry` is not a well-formed lock record, or None."""
+    if not isinstance(entry, dict):
+        return f"is {_kind(entry)}, not a record"
+    sha = entry.get("sha256")
+    if not isinstance(sha, str) or not _HEX64.match(sha):
+        return f"has sha256 {_show(sha)}, not 64 hex digits"
+    nar = entry.get("nar_hash")
+    if not isinstance(nar, str) or not _SRI.match(nar):
+        return f"has nar_hash {_show(nar)}, not an SRI sha256 hash (sha256-...)"
+    size = entry.get("size")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
+        return f"has size {_show(size)}, not a byte count"
+    for field in ("url", "file", "source", "recorded_at"):
+        if field in entry and not isinstance(entry[field], (str, type(None))):
+            return f"has {field} {_show(entry[field])}, not a string"
+    return None
+
+
+def _kind(value: Any) -> str:
+    return {list: "a list", type(None): "null", str: "a string", bool: "a boolean",
+            int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=True) if not isinstance(value, (dict, list)) else _kind(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def read_lock(path: Path) -> dict:
     """The lock's entries by key ({} when the file does not exist)."""
     try:
-        text = path.read_text()
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_LOCK_BYTES + 1)
     except FileNotFoundError:
         return {}
     except OSError as exc:
-        raise DoctorError(f"cannot read the lock file {path}: {exc.strerror or exc}") from exc
+        raise DoctorError(f"cannot read the lock file {path}: {exc.strerror or exc}",
+                          "give --lock PATH to a readable file, or --no-lock") from exc
+    if len(raw) > MAX_LOCK_BYTES:
+        raise DoctorError(f"{path} is over {MAX_LOCK_BYTES >> 20} MiB: not a libtorch lock file", _HINT)
     try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise DoctorError(f"{path} is not valid JSON ({exc})",
-                          "fix it, or remove it to record fresh hashes (trust on first use)") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("libtorch", {}), dict):
-        raise DoctorError(f"{path} is not a libtorch lock file (no \"libtorch\" table)")
-    if data.get("lock_version", LOCK_VERSION) > LOCK_VERSION:
-        raise DoctorError(f"{path} was written by a newer torch-doctor (lock_version {data['lock_version']})",
-                          "upgrade torch-doctor")
-    return data.get("libtorch", {})
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DoctorError(f"{path} is not UTF-8 text (byte {exc.start} is {raw[exc.start]:#04x})",
+                          "a lock file is JSON in UTF-8; fix it, or remove it to record fresh hashes") from exc
+    return parse_lock(text, path)
 
 
 def lock_entry(path: Path | None, key: str) -> dict | None:
     if path is None:
         return None
-    entry = read_lock(path).get(key)
-    return entry if isinstance(entry, dict) else None
+    return read_lock(path).get(key)
 
 
 def write_lock_entry(path: Path, key: str, entry: dict) -> None:
     """Add or replace one entry; the file is replaced atomically, other entries kept."""
     from filelock import FileLock
 
-    with FileLock(str(_guard(path)), timeout=60):
-        entries = read_lock(path)
-        entries[key] = entry
-        text = json.dumps({"lock_version": LOCK_VERSION, "libtorch": entries}, indent=2, sort_keys=True) + "\n"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w") as fh:
-                fh.write(text)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+    from doctor.fetch.fsops import os_error
+
+    problem = entry_problem(entry)
+    if problem:  # a doctor bug, not the user's
+        raise ValueError(f"lock entry {key!r} {problem}")
+    try:
+        with FileLock(str(_guard(path)), timeout=60):
+            entries = read_lock(path)
+            entries[key] = entry
+            text = json.dumps({"lock_version": LOCK_VERSION, "libtorch": entries}, indent=2, sort_keys=True) + "\n"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+            try:
+                with os.fdopen(fd, "w") as fh:
+                    fh.write(text)
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+    except OSError as exc:
+        raise os_error(exc, "write the lock file", path) from exc
 
 
 def _guard(path: Path) -> Path:
@@ -91,6 +164,10 @@ def _guard(path: Path) -> Path:
     import platformdirs
 
     folder = Path(platformdirs.user_cache_dir("torch-doctor", appauthor=False)) / "locks"
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DoctorError(f"cannot create the doctor's cache folder {folder}: {exc.strerror or exc}",
+                          "point XDG_CACHE_HOME at a writable directory") from exc
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
     return folder / f"lockfile-{digest}.lock"

@@ -13,6 +13,7 @@ from urllib.parse import unquote, urlsplit
 
 from doctor.catalog import releases
 from doctor.errors import UsageError
+from doctor.fetch.names import redact_url, safe_component
 from doctor.host import Host
 from doctor.probe.libtorch import libtorch_home
 
@@ -41,6 +42,7 @@ class FetchRequest:
     lock: Path | None = None
     no_lock: bool = False
     allow_http: bool = False
+    use_mirror: bool = True  # False for `cache-key`: a key names the file, it downloads nothing
 
 
 @dataclass
@@ -81,7 +83,7 @@ class Plan:
             "debug": self.debug,
             "channel": self.channel,
             "source": self.source,
-            "url": self.url,
+            "url": redact_url(self.url),
             "file": self.file_name,
             "archive": str(self.archive) if self.archive else None,
             "dest": str(self.dest),
@@ -128,7 +130,9 @@ def resolve_plan(host: Host, req: FetchRequest) -> Plan:
     file_name = None
     if req.url:
         _check_url(req.url, req.allow_http)
-        file_name = unquote(PurePosixPath(urlsplit(req.url).path).name) or "libtorch.zip"
+        # The last path segment, percent-decoded, names the file only when it is one plain
+        # component: `..%2F..%2Fx` or `%2Ftmp%2Fx` must never become a path.
+        file_name = safe_component(unquote(PurePosixPath(urlsplit(req.url).path).name), "libtorch.zip")
         name_facts = releases.parse_file_name(file_name)
     elif req.archive:
         file_name = Path(req.archive).name
@@ -151,14 +155,14 @@ def resolve_plan(host: Host, req: FetchRequest) -> Plan:
         abi = None
     debug = req.debug or bool(name_facts and name_facts.debug)
 
-    mirror = req.mirror or host.env.get(MIRROR_ENV) or None
+    mirror = (req.mirror or host.env.get(MIRROR_ENV) or None) if req.use_mirror else None
     listed = True
     url = None
     if source == "url" and not req.url:
         base = mirror or releases.BASE_URL
         if mirror:
             _check_url(mirror, req.allow_http)
-            notes.append(f"mirror {mirror}" + ("" if req.mirror else f" (from ${MIRROR_ENV})"))
+            notes.append(f"mirror {redact_url(mirror)}" + ("" if req.mirror else f" (from ${MIRROR_ENV})"))
         art = releases.resolve(version, variant, platform, abi, debug, req.channel, base, listed=not req.unlisted)
         url, file_name, abi, listed = art.url, art.file_name, art.abi, art.listed
         if not art.listed and req.channel == "release":
@@ -206,16 +210,26 @@ def resolve_plan(host: Host, req: FetchRequest) -> Plan:
 
 
 def _check_url(url: str, allow_http: bool) -> None:
-    scheme = urlsplit(url).scheme.lower()
+    shown = redact_url(url)
+    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in url):
+        raise UsageError(f"{shown!r} holds spaces or control characters", "percent-encode them (%20, ...)")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as exc:
+        raise UsageError(f"{shown!r} is not a valid URL ({exc})", "check the URL's host and port") from exc
+    scheme = parts.scheme.lower()
+    if scheme in ("https", "http") and not parts.hostname:
+        raise UsageError(f"{shown!r} names no host", "give a URL such as https://host/path/libtorch-….zip")
     if scheme == "https":
         return
     if scheme == "http":
         if allow_http:
             return
-        raise UsageError(f"refusing plain HTTP: {url}", "use an https:// URL, or --allow-http for a trusted local mirror")
+        raise UsageError(f"refusing plain HTTP: {shown}", "use an https:// URL, or --allow-http for a trusted local mirror")
     if scheme == "file":
-        raise UsageError(f"{url}: for a file on disk use --archive PATH")
-    raise UsageError(f"{url!r} is not an http(s) URL")
+        raise UsageError(f"{shown}: for a file on disk use --archive PATH", "--archive installs a zip already on disk")
+    raise UsageError(f"{shown!r} is not an http(s) URL", "give an https:// URL")
 
 
 def _version(host: Host, req: FetchRequest, name_facts, notes: list[str]) -> str | None:
@@ -255,6 +269,9 @@ def _variant(host: Host, req: FetchRequest, version: str | None, platform: str, 
         releases.check_variant_form(req.variant)
         return req.variant
     if name_facts is not None:
+        # The file name is outside input, and the variant becomes a directory name: only a
+        # variant of the known form (never "..") is taken from it.
+        releases.check_variant_form(name_facts.variant)
         return name_facts.variant
     if req.url or req.archive:
         raise UsageError("cannot tell the variant from that file name", "give --variant (cpu, cuXYZ, rocmX.Y)")

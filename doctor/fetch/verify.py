@@ -37,3 +37,13 @@ def check_lock_entry(entry: dict | None, sha256: str, size: int, lock_path: Path
     check_sha256(sha256, entry.get("sha256"), what, origin)
     if isinstance(entry.get("size"), int) and entry["size"] != size:
         raise ChecksumMismatch(f"size mismatch: {origin} records {entry['size']} bytes, got {size}")
+
+
+def check_installed(actual: str, expected: str | None, tree: Path, origin: str) -> None:
+    """`--verify`: the installed tree against its record or the lock."""
+    if expected is not None and actual != expected:
+        raise ChecksumMismatch(
+            f"the installed tree at {tree} has changed: its NAR hash is {actual}, {origin} says {expected}",
+            "files in it were modified, added or removed since it was installed; "
+            "re-install it with `doctor fetch-libtorch --force`",
+        )

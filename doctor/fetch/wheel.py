@@ -49,12 +49,15 @@ def pip_download(host: Host, version: str, platform: str, host_platform: str | N
         argv += ["--index-url", index_url]
     if platform != host_platform:
         argv += ["--platform", PLATFORM_TAGS[platform]]
-    log("running: python " + " ".join(argv[1:]))
+    from doctor.fetch.names import redact_text
+
+    log(redact_text("running: python " + " ".join(argv[1:]), index_url))
     result = host.run(argv, timeout=PIP_TIMEOUT)
     wheels = sorted(workdir.glob("torch-*.whl"))
     if not result.ok or not wheels:
         tail = (result.stderr or result.stdout or result.error).strip().splitlines()[-3:]
-        raise DoctorError(f"pip could not download torch=={version}: " + (" / ".join(tail) or "no wheel"),
+        raise DoctorError(redact_text(f"pip could not download torch=={version}: " + (" / ".join(tail) or "no wheel"),
+                                      index_url),
                           "check `pip download torch==VERSION --no-deps` by hand; give --index-url "
                           "https://download.pytorch.org/whl/<variant> for a specific variant")
     return wheels[-1], _origin(result.stdout + "\n" + result.stderr)

@@ -12,7 +12,7 @@ import pytest
 from fetch_helpers import libtorch_zip, nix_hash_sri, set_raw_external_attr, tree_listing, zinfo
 
 from doctor.fetch.extract import BadArchive, UnsafeArchive, extract_zip
-from doctor.nar import nar_hash_zip
+from doctor.fetch.extract import nar_hash_zip
 
 FAT, UNIX, NTFS = 0, 3, 11
 

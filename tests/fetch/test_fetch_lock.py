@@ -9,15 +9,18 @@ from pathlib import Path
 import pytest
 
 from doctor.errors import DoctorError
-from doctor.fetch.install import read_install_record, space_error
+from doctor.fetch.fsops import space_error
+from doctor.fetch.record import read_install_record
 from doctor.fetch.lock import lock_entry, read_lock, write_lock_entry
+
+NAR = "sha256-" + "A" * 43 + "="
 
 
 def test_round_trip_keeps_other_entries_and_is_diff_friendly(tmp_path):
     lock = tmp_path / "libtorch.lock"
-    write_lock_entry(lock, "2.13.0/linux-x86_64/cpu/cxx11", {"sha256": "a" * 64, "size": 1})
-    write_lock_entry(lock, "2.6.0/linux-x86_64/cu124/pre-cxx11", {"sha256": "b" * 64, "size": 2})
-    write_lock_entry(lock, "2.13.0/linux-x86_64/cpu/cxx11", {"sha256": "c" * 64, "size": 3})
+    write_lock_entry(lock, "2.13.0/linux-x86_64/cpu/cxx11", {"sha256": "a" * 64, "nar_hash": NAR, "size": 1})
+    write_lock_entry(lock, "2.6.0/linux-x86_64/cu124/pre-cxx11", {"sha256": "b" * 64, "nar_hash": NAR, "size": 2})
+    write_lock_entry(lock, "2.13.0/linux-x86_64/cpu/cxx11", {"sha256": "c" * 64, "nar_hash": NAR, "size": 3})
     assert set(read_lock(lock)) == {"2.13.0/linux-x86_64/cpu/cxx11", "2.6.0/linux-x86_64/cu124/pre-cxx11"}
     assert lock_entry(lock, "2.13.0/linux-x86_64/cpu/cxx11")["sha256"] == "c" * 64
     text = lock.read_text()
@@ -43,7 +46,7 @@ def test_bad_lock_files_are_clear_errors(tmp_path, text, message):
 
 
 def _writer(lock: str, i: int) -> None:
-    write_lock_entry(Path(lock), f"2.{i}.0/linux-x86_64/cpu/cxx11", {"sha256": str(i)})
+    write_lock_entry(Path(lock), f"2.{i}.0/linux-x86_64/cpu/cxx11", {"sha256": f"{i:064x}", "nar_hash": NAR})
 
 
 def test_concurrent_writers_lose_no_entry(tmp_path):
@@ -68,4 +71,4 @@ def test_read_install_record(tmp_path):
     (tmp_path / "torch-doctor.json").write_text("{broken")
     assert read_install_record(tmp_path) is None
     (tmp_path / "torch-doctor.json").write_text(json.dumps({"version": "2.13.0"}))
-    assert read_install_record(tmp_path) == {"version": "2.13.0"}
+    assert read_install_record(tmp_path) is None  # not a record fetch-libtorch wrote: not trusted

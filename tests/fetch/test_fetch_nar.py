@@ -12,7 +12,8 @@ from fetch_helpers import libtorch_zip, nix_hash_sri
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from doctor.nar import nar_hash, nar_hash_zip, nix_base32, sri_to_hex
+from doctor.fetch.extract import nar_hash_zip
+from doctor.nar import nar_hash, nix_base32, sri_to_hex
 
 
 def make_tree(root: Path) -> Path:

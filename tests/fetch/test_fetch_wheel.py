@@ -12,7 +12,7 @@ import pytest
 from fetch_helpers import doctor_env, run_doctor, zinfo
 
 from doctor.fetch import wheel
-from doctor.fetch.install import read_install_record
+from doctor.fetch.record import read_install_record
 
 CMAKE = """cmake_minimum_required(VERSION 3.18)
 project(hello CXX)
@@ -123,7 +123,7 @@ def test_wheel_of_the_wrong_variant_is_refused(tmp_path):
     fake_python.write_text(f'#!/bin/sh\n# pip download ... -d DIR: copy the wheel there\nwhile [ $# -gt 0 ]; do '
                            f'if [ "$1" = "-d" ]; then cp "{whl}" "$2/"; fi; shift; done\necho "Saved"\n')
     fake_python.chmod(0o755)
-    from doctor.fetch.install import FetchOptions, fetch
+    from doctor.fetch.pipeline import FetchOptions, fetch
     from doctor.fetch.plan import FetchRequest, resolve_plan
     from doctor.host import Host
     from doctor.errors import DoctorError

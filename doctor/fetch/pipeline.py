@@ -1,0 +1,252 @@
+"""fetch-libtorch's pipeline: one fetch at a time per destination, verified, atomic.
+
+1. take `<parent>/.<name>.lock` (filelock) — a second fetch waits, then finds the work done;
+2. if the destination already holds this libtorch (install record matches; lock agrees),
+   stop: nothing to do (also where nothing can be written: a read-only tree with --offline);
+3. refuse to replace anything but a tree the doctor installed (destination.py);
+4. get the archive (source.py), install it (install.py: sha256 and lock checks, unpack with
+   the NAR hash in the same pass, tree checks, record, one-rename swap);
+5. record the hashes in the lock on first use.
+
+Any failure before the swap leaves the destination as it was.
+"""
+
+from __future__ import annotations
+
+import errno
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from doctor.errors import DoctorError
+from doctor.fetch.fsops import cleanup_leftovers, os_error, remove_part, rmtree
+from doctor.fetch.names import redact_url, safe_component
+from doctor.fetch.plan import Plan
+from doctor.fetch.record import MARKER, NOT_HASHED, RECORD, InstallRecord, load_record
+from doctor.host import Host
+
+
+@dataclass
+class FetchOptions:
+    force: bool = False  # fetch and replace even when installed
+    verify_tree: bool = False  # re-hash an installed tree instead of trusting its record
+    offline: bool = False  # never download: succeed only when already installed (or from --archive)
+    update_lock: bool = False  # re-record the lock entry instead of checking it
+    keep_archive: bool = False
+    retries: int = 5
+    backoff: float = 1.0
+    timeout: float = 60.0
+
+
+@dataclass
+class Outcome:
+    action: str  # "installed" | "already-installed" | "verified"
+    dest: Path
+    record: dict
+    lock: str | None = None  # "recorded" | "verified" | "updated" | None (no lock)
+    replaced: bool = False
+    seconds: float = 0.0
+
+
+def record_matches(plan: Plan, record: InstallRecord | None) -> tuple[bool, str]:
+    """Whether `record` describes the libtorch `plan` asks for (and why not)."""
+    if record is None:
+        return False, "no install record"
+    wanted = {"variant": plan.variant, "platform": plan.platform, "abi": plan.abi, "debug": plan.debug}
+    if plan.version is not None:
+        wanted["version"] = plan.version
+    else:
+        wanted["channel"] = "nightly"
+    for k, v in wanted.items():
+        if getattr(record, k) != v:
+            return False, f"the installed {k} is {getattr(record, k)!r}, not {v!r}"
+    return True, ""
+
+
+def fetch(host: Host, plan: Plan, opts: FetchOptions, log: Callable[[str], None],
+          progress_stream=None) -> Outcome:
+    started = time.monotonic()
+    dest = Path(host.real(plan.dest))
+    guard = _take_guard(dest, log)
+    try:
+        if guard is not None:
+            cleanup_leftovers(dest.parent, dest.name)
+        outcome = _run(host, plan, opts, dest, guard is not None, log, progress_stream)
+        outcome.seconds = time.monotonic() - started
+        return outcome
+    finally:
+        if guard is not None:
+            guard.release()
+
+
+def _take_guard(dest: Path, log):
+    """The per-destination file lock; None where the parent cannot be written (then only an
+    already-installed tree can succeed, which needs no write)."""
+    from filelock import FileLock, Timeout
+
+    parent = dest.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) and parent.is_dir():
+            return None
+        raise os_error(exc, "create", parent) from exc
+    guard = FileLock(str(parent / f".{dest.name}.lock"))
+    try:
+        guard.acquire(timeout=0.05)
+    except Timeout:
+        log(f"another fetch is installing into {dest}; waiting for it")
+        guard.acquire()
+    except OSError as exc:
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            return None
+        raise os_error(exc, "take the install lock in", parent) from exc
+    return guard
+
+
+def _run(host: Host, plan: Plan, opts: FetchOptions, dest: Path, writable: bool, log, progress_stream) -> Outcome:
+    from doctor.fetch.lock import lock_entry
+
+    entry = lock_entry(plan.lock_path, plan.lock_key) if plan.lock_path else None
+    checked = None if opts.update_lock else entry  # what this fetch must agree with
+    record = load_record(dest)
+    matches, why = record_matches(plan, record)
+    if matches and (dest / MARKER).is_file() and not opts.force:
+        same_kind = _same_kind(record, plan)
+        consistent, why = _agrees(record, plan, checked if same_kind else None, same_kind)
+        if consistent:
+            lock_checked = bool(checked) and same_kind
+            if opts.verify_tree:
+                verify_tree(dest, record, checked if lock_checked else None, plan.lock_path, log)
+            lock_action = "verified" if lock_checked else None
+            if plan.lock_path and same_kind and not lock_checked:
+                try:
+                    lock_action = _record_lock(plan, record)  # an install made without the lock
+                except DoctorError as exc:  # the tree is fine; a read-only lock folder is no reason to fail
+                    log(f"warning: {exc.message}")
+            return Outcome("verified" if opts.verify_tree else "already-installed", dest, record.as_dict(), lock_action)
+        log(f"reinstalling: {why}")
+    elif record is not None and not opts.force and not opts.offline:
+        log(f"replacing the libtorch at {dest}: {why}")
+    if opts.offline and plan.source != "archive":
+        raise DoctorError(f"libtorch is not installed at {dest} ({why}) and --offline forbids downloading",
+                          "run without --offline once, or give --archive FILE")
+    if not writable:
+        raise DoctorError(f"cannot install into {dest}: {dest.parent} is not writable",
+                          "choose another --dest (or LIBTORCH_HOME)")
+    replaced = dest.exists() or dest.is_symlink()
+    if replaced:
+        from doctor.fetch.destination import check_replaceable
+
+        check_replaceable(dest, opts.force)
+    if plan.lock_path is not None and (checked is None):
+        _check_lock_writable(plan.lock_path)
+    new = _install(host, plan, opts, dest, checked, log, progress_stream)
+    lock_action = None
+    if plan.lock_path is not None:
+        lock_action = "verified" if checked else _record_lock(plan, new)
+    return Outcome("installed", dest, new.as_dict(), lock_action, replaced=replaced)
+
+
+def _install(host: Host, plan: Plan, opts: FetchOptions, dest: Path, entry: dict | None, log,
+             progress_stream) -> InstallRecord:
+    from doctor.fetch.install import install_archive
+    from doctor.fetch.source import get_archive
+
+    archive = get_archive(host, plan, dest, retries=opts.retries, backoff=opts.backoff, timeout=opts.timeout,
+                          log=log, progress_stream=progress_stream)
+    try:
+        record = install_archive(plan, archive, dest, entry, log)
+    except DoctorError:
+        # The transfer was complete; what arrived is wrong (checksum, damaged or unsafe zip,
+        # another version or ABI). Never resume from those bytes.
+        if archive.part is not None:
+            remove_part(archive.part)
+        raise
+    finally:
+        if archive.workdir is not None:
+            rmtree(archive.workdir)
+    if archive.part is not None:
+        _keep_or_remove(plan, archive.part, opts.keep_archive, log)
+    return record
+
+
+def _keep_or_remove(plan: Plan, part: Path, keep: bool, log) -> None:
+    import os
+
+    if not keep:
+        remove_part(part)
+        return
+    # The name comes from the URL: use it only when it is one plain file name.
+    name = safe_component(plan.file_name, "libtorch.zip")
+    kept = part.parent / name
+    try:
+        if kept.is_symlink() or kept.is_dir():
+            raise DoctorError(f"did not keep the archive: {kept} exists and is not a plain file",
+                              "the install itself succeeded")
+        os.replace(part, kept)
+    except OSError as exc:
+        raise os_error(exc, "keep the archive at", kept) from exc
+    remove_part(part)
+    log(f"kept the archive at {kept}")
+
+
+def _same_kind(record: InstallRecord, plan: Plan) -> bool:
+    """A wheel-built tree and a zip tree differ, so they answer to different lock entries."""
+    return (record.source.get("kind") == "wheel") == (plan.source == "wheel")
+
+
+def _agrees(record: InstallRecord, plan: Plan, entry: dict | None, same_kind: bool) -> tuple[bool, str]:
+    """An installed tree counts as this fetch's result only if its hashes agree with what the
+    user promised and what the lock recorded."""
+    if plan.sha256 and same_kind and record.sha256 != plan.sha256:
+        return False, "the installed archive's sha256 differs from --sha256"
+    if entry and entry.get("nar_hash") and record.nar_hash != entry.get("nar_hash"):
+        return False, f"the installed tree's NAR hash differs from the lock's ({plan.lock_path})"
+    return True, ""
+
+
+def verify_tree(dest: Path, record: InstallRecord, entry: dict | None, lock_path: Path | None, log) -> None:
+    """Re-hash the installed tree; a mismatch speaks of the tree at `dest`, not of an archive."""
+    from doctor.fetch.verify import check_installed
+    from doctor.nar import nar_hash
+
+    log(f"re-hashing {dest}")
+    try:
+        actual = nar_hash(dest, exclude_top=NOT_HASHED)
+    except OSError as exc:
+        raise os_error(exc, "read the installed tree at", dest) from exc
+    except ValueError as exc:  # a FIFO or device inside the tree
+        raise DoctorError(f"the installed tree at {dest} holds something that is not a file, directory "
+                          f"or symlink: {exc}", "re-install it with --force") from exc
+    check_installed(actual, record.nar_hash, dest, f"its install record {RECORD}")
+    if entry:
+        check_installed(actual, entry.get("nar_hash"), dest, f"the lock file {lock_path}")
+
+
+def _check_lock_writable(path: Path) -> None:
+    """Fail before downloading when the lock cannot be written afterwards."""
+    import os
+
+    folder = path.parent if path.parent != Path("") else Path(".")
+    target = path if path.exists() else folder
+    if not os.access(target, os.W_OK) or (not path.exists() and not os.access(folder, os.W_OK | os.X_OK)):
+        raise DoctorError(f"cannot write the lock file {path}: {target} is not writable",
+                          "give --lock PATH in a writable folder, or --no-lock")
+
+
+def _record_lock(plan: Plan, record: InstallRecord) -> str:
+    from doctor.fetch.lock import read_lock, write_lock_entry
+
+    existed = plan.lock_key in read_lock(plan.lock_path)
+    write_lock_entry(plan.lock_path, plan.lock_key, {
+        "url": redact_url(record.source.get("url") or record.source.get("url_redacted")),
+        "file": record.source.get("file"),
+        "size": record.size,
+        "sha256": record.sha256,
+        "nar_hash": record.nar_hash,
+        "source": record.source.get("kind"),
+        "recorded_at": record.installed_at,
+    })
+    return "updated" if existed else "recorded"

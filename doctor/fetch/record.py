@@ -1,0 +1,181 @@
+"""The install record: the one home of its file name, its fields and how it is read and written.
+
+`fetch-libtorch` writes `torch-doctor.json` and Hasktorch's `.ok` marker at the top of every
+tree it installs. Other commands (`emit nix`, the libtorch probe) read the record; the fetch
+pipeline trusts an existing tree, and may replace it, only when the record is well formed and
+the marker is present (`is_doctor_install`).
+
+The record's `nar_hash` is the NAR hash of the tree exactly as unpacked: every entry except
+the two files named in `NOT_HASHED`. Archives holding entries with those names are refused
+before anything is written (extract.py), so the hash never hides a file of the archive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from doctor.errors import DoctorError
+
+RECORD = "torch-doctor.json"
+MARKER = ".ok"  # Hasktorch's "this cache entry is complete" marker
+NOT_HASHED = (RECORD, MARKER)
+RECORD_VERSION = 1
+MAX_RECORD_BYTES = 1 << 20  # a record is a few hundred bytes; anything bigger is not ours
+
+SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+SRI_SHA256 = re.compile(r"^sha256-[A-Za-z0-9+/]{43}=$")
+
+
+class BadRecord(ValueError):
+    """A record that is not one fetch-libtorch wrote (wrong types, missing fields)."""
+
+
+@dataclass
+class InstallRecord:
+    version: str | None
+    variant: str
+    abi: str | None
+    platform: str
+    debug: bool
+    channel: str
+    build_version: str | None
+    source: dict  # kind ("url" | "archive" | "wheel"), url (None when it held secrets), file, [path, url_redacted]
+    sha256: str
+    size: int
+    nar_hash: str
+    strip_root: str | None
+    installed_at: str
+    doctor_version: str
+    nar_excludes: list[str] = field(default_factory=lambda: list(NOT_HASHED))
+    record_version: int = RECORD_VERSION
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form, keys in the order the file has always had."""
+        d = asdict(self)
+        order = ["record_version", "version", "variant", "abi", "platform", "debug", "channel",
+                 "build_version", "source", "sha256", "size", "nar_hash", "nar_excludes", "strip_root",
+                 "installed_at", "doctor_version"]
+        return {k: d[k] for k in order}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> InstallRecord:
+        """Validate `data` (parsed JSON) as a record; BadRecord says which field is wrong."""
+        if not isinstance(data, dict):
+            raise BadRecord("not a JSON object")
+        if data.get("record_version") != RECORD_VERSION or isinstance(data.get("record_version"), bool):
+            raise BadRecord(f"record_version is {data.get('record_version')!r}, not {RECORD_VERSION}")
+        _want(data, "version", (str, type(None)))
+        _want(data, "variant", str)
+        _want(data, "abi", (str, type(None)))
+        _want(data, "platform", str)
+        _want(data, "debug", bool)
+        _want(data, "channel", str)
+        _want(data, "build_version", (str, type(None)))
+        _want(data, "source", dict)
+        _want(data, "sha256", str)
+        _want(data, "size", int)
+        _want(data, "nar_hash", str)
+        _want(data, "installed_at", str)
+        _want(data, "doctor_version", str)
+        if not SHA256_HEX.match(data["sha256"]):
+            raise BadRecord(f"sha256 {data['sha256'][:80]!r} is not 64 lowercase hex digits")
+        if not SRI_SHA256.match(data["nar_hash"]):
+            raise BadRecord(f"nar_hash {data['nar_hash'][:80]!r} is not an SRI sha256 hash")
+        if isinstance(data["size"], bool) or data["size"] < 0:
+            raise BadRecord("size is not a byte count")
+        excludes = data.get("nar_excludes", list(NOT_HASHED))
+        if not isinstance(excludes, list) or sorted(excludes) != sorted(NOT_HASHED):
+            raise BadRecord(f"nar_excludes is {excludes!r}, not {list(NOT_HASHED)!r}")
+        strip = data.get("strip_root")
+        if not isinstance(strip, (str, type(None))):
+            raise BadRecord("strip_root is not a string or null")
+        return cls(data["version"], data["variant"], data["abi"], data["platform"], data["debug"],
+                   data["channel"], data["build_version"], dict(data["source"]), data["sha256"], data["size"],
+                   data["nar_hash"], strip, data["installed_at"], data["doctor_version"], list(excludes))
+
+
+def _want(data: dict, key: str, types) -> None:
+    if key not in data:
+        raise BadRecord(f"no {key!r} field")
+    value = data[key]
+    if types is int and isinstance(value, bool) or not isinstance(value, types):
+        raise BadRecord(f"{key} is {type(value).__name__}, not {getattr(types, '__name__', 'the expected type')}")
+
+
+def load_record(root: str | os.PathLike[str]) -> InstallRecord | None:
+    """The validated record at `root`; None when absent, unreadable or not one we wrote.
+
+    Read without following a symlink and bounded in size: a tree the doctor did not write
+    is hostile input like any other."""
+    data = _read_json(Path(root) / RECORD)
+    if data is None:
+        return None
+    try:
+        return InstallRecord.from_dict(data)
+    except BadRecord:
+        return None
+
+
+def read_install_record(root: str | os.PathLike[str]) -> dict | None:
+    """The install record fetch-libtorch wrote at `root` as a dict, or None (absent, unreadable,
+    malformed). The form `emit nix` and the JSON output read."""
+    record = load_record(root)
+    return record.as_dict() if record is not None else None
+
+
+def _read_json(path: Path) -> Any:
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        import stat
+
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None  # a FIFO or device named like the record: never block on it
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            raw = fh.read(MAX_RECORD_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_RECORD_BYTES:
+        return None
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+
+
+def is_doctor_install(root: str | os.PathLike[str]) -> bool:
+    """A tree fetch-libtorch installed: a well-formed record and the marker, both plain files."""
+    marker = Path(root) / MARKER
+    return load_record(root) is not None and marker.is_file() and not marker.is_symlink()
+
+
+def write_new_file(path: Path, data: bytes) -> None:
+    """Create `path` with `data`; never through a symlink, never over an existing file."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except FileExistsError as exc:
+        raise DoctorError(f"refusing to write {path}: something already has that name",
+                          "the archive carries a file named like the doctor's own; nothing was installed") from exc
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+def write_record(tree: Path, record: InstallRecord) -> None:
+    """Write the record and the marker into `tree` (a staging tree about to be swapped in)."""
+    write_new_file(tree / RECORD, (json.dumps(record.as_dict(), indent=2) + "\n").encode())
+    write_new_file(tree / MARKER, b"")
