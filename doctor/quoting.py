@@ -52,24 +52,35 @@ def sh_quote(value: str) -> str:
     return "'" + value.replace("'", "'\\''") + "'"
 
 
+_BARE = re.compile(r"[A-Za-z0-9_@%+,./:-][A-Za-z0-9_@%+=,./:-]*")
+
+
 def sh_paste(value: str) -> str:
     """`value` for a command shown to be pasted: bare when it holds only characters no shell treats
     specially (keeps everyday fixes readable), single-quoted otherwise. A leading '=' is quoted:
     zsh expands `=cmd` to a path."""
-    if value and re.fullmatch(r"[A-Za-z0-9_@%+,./:-][A-Za-z0-9_@%+=,./:-]*", value):
-        return value
-    return sh_quote(value)
+    if "\0" in value:
+        # Only text from a log can hold NUL (no real path can): show it, the command could not use it.
+        value = value.replace("\0", "\\x00")
+    return value if _BARE.fullmatch(value) else sh_quote(value)
 
 
 def sh_prepend(variable: str, elements: list[str]) -> str:
-    """`export VAR='elem':…"${VAR:+:$VAR}"`: a pasteable POSIX command that puts `elements` first.
+    """`export VAR="elem:…${VAR:+:$VAR}"`: a pasteable POSIX command that puts `elements` first.
 
-    A ':' inside an element would split it into two list entries, so it is refused."""
-    for element in elements:
-        list_element(element, variable, ":")
-    joined = ":".join(sh_quote(e) for e in elements)
-    # The literal ':' between quoted words joins them; "${VAR:+:$VAR}" adds the old value when set.
-    return f'export {variable}={joined}"${{{variable}:+:${variable}}}"'
+    Plain paths stay inside the double quotes (readable, and nothing in them is special there);
+    any other path is single-quoted ('\\'' for a quote) and joined to the double-quoted rest, so
+    $(…), backticks, quotes and newlines in it stay text. A ':' inside an element would split it
+    into two list entries: then the advice says to move the tree instead of a command that
+    cannot work."""
+    split = [e for e in elements if ":" in e]
+    if split:
+        return (f"move or link {sh_paste(split[0])} to a path without ':' (in {variable}, a ':' splits "
+                "the path in two), then add it to " + variable)
+    rest = f"${{{variable}:+:${variable}}}"
+    if all(_BARE.fullmatch(e) for e in elements):
+        return f'export {variable}="{":".join(elements)}{rest}"'
+    return f'export {variable}={":".join(sh_paste(e) for e in elements)}"{rest}"'
 
 
 # -- fish --
