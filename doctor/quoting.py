@@ -38,7 +38,11 @@ def refuse_undecodable(value: str, where: str) -> None:
 
 def encode_exact(text: str) -> bytes:
     """The bytes to write for `text`: UTF-8, with undecodable path bytes written back as they were."""
-    return text.encode("utf-8", "surrogateescape")
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError as exc:  # a surrogate that no file name decodes to
+        raise DoctorError(f"{_shown(exc.object[exc.start:exc.end])} cannot be written as bytes",
+                          "rename the folder to a UTF-8 name") from None
 
 
 # -- POSIX sh, bash, zsh, dash --

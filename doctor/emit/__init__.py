@@ -127,7 +127,8 @@ def _encode(text: str, fmt: str, shell: str | None) -> bytes:
 
     if fmt == "setenv" and shell in ("sh", "bash", "zsh", "fish", "dash"):
         return encode_exact(text)
-    refuse_undecodable(text, f"the {fmt} format")
+    for line in text.splitlines():  # name the line, not the whole file
+        refuse_undecodable(line, f"the {fmt} format")
     return text.encode("utf-8")
 
 

@@ -97,3 +97,12 @@ def test_a_colon_in_the_libtorch_path_is_refused_with_a_message(tmp_path):
     assert out.returncode == 1 and out.stdout == ""
     assert "contains ':'" in out.stderr and "-separated list" in out.stderr
     assert "hint:" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("args", [["setenv", "--shell", "pwsh"], ["setenv", "--shell", "dotenv"], ["cargo"], ["github"]])
+def test_a_non_utf8_path_is_refused_by_utf8_formats(tmp_path, args):
+    root = make_tree(tmp_path / os.fsdecode(b"lt\xff") / "libtorch", "2.13.0", "cpu", abi_line="1")
+    out = subprocess.run([sys.executable, "-m", "doctor", "emit", *args, "--libtorch", str(root)],
+                         env=shell_env(tmp_path), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and out.stdout == "", out.stderr
+    assert "UTF-8" in out.stderr and "hint:" in out.stderr and "Traceback" not in out.stderr
