@@ -26,7 +26,7 @@ def command(fmt: str, root: Path | None, output: Path | None, shell: str | None,
 
     \b
     setenv  variables for a shell: eval "$(doctor emit setenv)", or -o setenv.sh and source it
-    github  NAME=value lines, appended to $GITHUB_ENV / $GITHUB_PATH when those are set
+    github  NAME<<DELIMITER blocks, appended to $GITHUB_ENV (and $GITHUB_PATH) when those are set
     nix     a flake.nix: fetchzip of the tree's archive (or --nixpkgs-libtorch) and a devShell
     cabal   a cabal.project.local fragment for Hasktorch
     cargo   a .cargo/config.toml [env] table for tch-rs

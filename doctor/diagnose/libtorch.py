@@ -7,6 +7,7 @@ from doctor.model import Area, Evidence, Finding, Level
 from doctor.probe.libtorch import LibtorchFacts, LibtorchInstall
 from doctor.probe.python_torch import PythonTorch
 from doctor.probe.system import SystemFacts
+from doctor.quoting import sh_paste
 
 FETCH = 'doctor fetch-libtorch && eval "$(doctor emit setenv)"'
 ENV_ORIGINS = {"LIBTORCH": "LIBTORCH", "LIBTORCH_INCLUDE/LIBTORCH_LIB": "LIBTORCH_LIB", "Torch_DIR": "Torch_DIR"}
@@ -63,7 +64,7 @@ def _tree_findings(c: LibtorchInstall, system: SystemFacts, active: bool = True)
                 f"{named_by} {what}",
                 detail=f"{variable} points a build at {c.root}, which {what}." if variable else f"{c.root} {what}.",
                 fix=(f"unset {variable}, or point it at a libtorch root (the folder with lib/ and include/); "
-                     f"or get one: {FETCH}") if variable else f"remove {c.root} or re-install it: {FETCH}",
+                     f"or get one: {FETCH}") if variable else f"remove {sh_paste(str(c.root))} or re-install it: {FETCH}",
                 area="libtorch",
                 evidence=c.evidence[:1],
                 subject=c.root,
@@ -93,7 +94,7 @@ def _tree_findings(c: LibtorchInstall, system: SystemFacts, active: bool = True)
                 f"version files disagree in {c.root}: {', '.join(sorted(numbers))}",
                 detail="\n".join(f"{s.path}: {s.version}" for s in c.version_sources)
                 + "\nA tree assembled from two releases (an upgrade copied over an old one) links or loads unpredictably.",
-                fix=f"remove {c.root} and install one release cleanly: {FETCH}",
+                fix=f"remove {sh_paste(str(c.root))} and install one release cleanly: {FETCH}",
                 area="libtorch",
                 evidence=[Evidence("file", s.path, s.version) for s in c.version_sources],
                 subject=c.root,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from doctor.model import Area, Evidence, Finding, Level
 from doctor.probe.loader import LoaderFacts
+from doctor.quoting import sh_paste, sh_prepend
 
 
 def loader_area(l: LoaderFacts) -> Area:
@@ -25,7 +26,7 @@ def loader_area(l: LoaderFacts) -> Area:
                 f"{', '.join(missing)} not on the loader path: programs linked against libtorch will not start",
                 detail=f"{l.lib_dir} is neither in {l.variable} nor in the ld.so cache; a program built with -ltorch "
                 "and no rpath fails with 'libc10.so: cannot open shared object file'.",
-                fix=f'export {l.variable}="{l.lib_dir}${{{l.variable}:+:${l.variable}}}"   (or: eval "$(doctor emit setenv)", or link with -Wl,-rpath,{l.lib_dir})',
+                fix=f'{sh_prepend(l.variable, [l.lib_dir])}   (or: eval "$(doctor emit setenv)", or link with {sh_paste("-Wl,-rpath," + l.lib_dir)})',
                 area="loader",
                 evidence=[Evidence("env", l.variable, ":".join(l.search_path) or "(unset)")],
                 subject=l.lib_dir,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from doctor.errors import DoctorError, UsageError
 from doctor.host import Host
+from doctor.emit.setenv import default_shell
 
 if TYPE_CHECKING:
     from doctor.probe.libtorch import LibtorchInstall
@@ -99,21 +100,46 @@ def emit_to(
     output: Path | None = None,
     shell: str | None = None,
     **options,
-) -> tuple[str, list[str]]:
-    """Emit as `doctor emit` does: (text for stdout, messages for stderr).
+) -> tuple[bytes, list[str]]:
+    """Emit as `doctor emit` does: (bytes for stdout, messages for stderr).
 
-    With `output`, the text goes to that file (byte-exact; stdout gets nothing). The github
+    Bytes, so that `click.echo` passes them through untouched: given text, it strips ANSI escape
+    sequences when stdout is not a terminal, which would silently change a path holding ESC
+    inside `eval "$(doctor emit setenv)"`. With `output`, the bytes go to that file (stdout gets nothing). The github
     format with no `output` appends to $GITHUB_ENV / $GITHUB_PATH when those are set.
     """
     if fmt == "github" and output is None and (host.env.get("GITHUB_ENV") or host.env.get("GITHUB_PATH")):
         from doctor.emit.github import write
 
-        return "", write(install, host)
+        return b"", write(install, host)
     text = emit_text(fmt, host=host, shell=shell, install=install, **options)
+    data = _encode(text, fmt, shell or (default_shell(host) if fmt == "setenv" else None))
     if output is None:
-        return text, []
+        return data, []
+    write_output(host, output, data)
+    return b"", [f"wrote {output}"]
+
+
+def _encode(text: str, fmt: str, shell: str | None) -> bytes:
+    """The bytes of `text`. A path that is not UTF-8 reaches Python as lone surrogates: POSIX
+    shells and fish get its original bytes back; the other formats are UTF-8 text and refuse it."""
+    from doctor.quoting import encode_exact, refuse_undecodable
+
+    if fmt == "setenv" and shell in ("sh", "bash", "zsh", "fish", "dash"):
+        return encode_exact(text)
+    for line in text.splitlines():  # name the line, not the whole file
+        refuse_undecodable(line, f"the {fmt} format")
+    return text.encode("utf-8")
+
+
+def write_output(host: Host, output: Path, data: bytes) -> None:
+    """Write `data` to `output` (-o), byte-exact; a file-system error is a message, not a crash."""
     target = host.real(output)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Bytes, not text mode: cmd files carry \r\n, which text mode would double on Windows.
-    target.write_bytes(text.encode("utf-8"))
-    return "", [f"wrote {output}"]
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # Bytes, not text mode: cmd files carry \r\n, which text mode would double on Windows.
+        target.write_bytes(data)
+    except OSError as exc:
+        what = "is a directory" if target.is_dir() else (exc.strerror or str(exc))
+        raise DoctorError(f"cannot write {output}: {what}",
+                          "give -o a file in a folder you can write, or leave -o out to print to stdout") from None

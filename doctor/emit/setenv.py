@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from doctor.emit._common import header_lines, refuse_control
+from doctor.quoting import dotenv_line, fish_quote, pwsh_quote, sh_quote
 from doctor.emit.variables import Var, apply, separator, variables
 from doctor.errors import DoctorError, UsageError
 from doctor.host import Host
@@ -38,7 +39,11 @@ def render(install, host: Host, shell: str | None = None) -> str:
         # Windows lists are ;-separated with drive letters; POSIX shells there (MSYS) use their own.
         raise UsageError(f"--shell {shell} is not supported on Windows", "use --shell pwsh or --shell cmd")
     vars = variables(install, host.system)
-    refuse_control([v.value for v in vars], f"a {shell} setenv")
+    if shell == "cmd":
+        # A batch file is read line by line and has no way to quote a line break.
+        refuse_control([v.value for v in vars], "a cmd setenv")
+    # sh, fish and pwsh quoting keeps every other byte exactly (control bytes and ESC included);
+    # NUL is refused by the quoting functions, dotenv refuses what its readers would change.
     command = f"doctor emit setenv --shell {shell}"
     if shell in ("sh", "bash", "zsh"):
         return render_sh(vars, install, command, shell)
@@ -54,10 +59,6 @@ def render(install, host: Host, shell: str | None = None) -> str:
 
 
 # -- POSIX sh, bash, zsh: one text works in all three (and dash) --
-
-
-def sh_quote(value: str) -> str:
-    return "'" + value.replace("'", "'\\''") + "'"
 
 
 _SH_PREPEND = r"""_torch_doctor_prepend() {
@@ -106,17 +107,13 @@ def render_sh(vars: list[Var], install, command: str, shell: str = "sh") -> str:
 # -- fish --
 
 
-def fish_quote(value: str) -> str:
-    # Inside fish single quotes only \\ and \' are escapes.
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 _FISH_PREPEND = """function _torch_doctor_prepend --argument-names name
     # usage: _torch_doctor_prepend NAME ELEMENT...  (ELEMENTs first, once; no empty elements)
     set -l ours $argv[2..-1]
     set -l new $ours
-    # Names ending in PATH are fish path variables: "$$name" joins them with ':'.
-    for el in (string split -- : "$$name")
+    # Names ending in PATH are fish path variables: $$name is already the list of elements
+    # (split on ':' on import). No `string split`: its output is split again on newlines.
+    for el in $$name
         if test -n "$el"; and not contains -- $el $ours
             set -a new $el
         end
@@ -142,15 +139,6 @@ def render_fish(vars: list[Var], install, command: str) -> str:
 
 
 # -- PowerShell --
-
-
-def pwsh_quote(value: str) -> str:
-    # Single-quoted PowerShell strings are verbatim; a ' is written ''. The typographic
-    # quotes U+2018/U+2019/U+201A/U+201B also close such a string, so double them as well.
-    out = []
-    for c in value:
-        out.append(c + c if c in "'\u2018\u2019\u201a\u201b" else c)
-    return "'" + "".join(out) + "'"
 
 
 def render_pwsh(vars: list[Var], install, command: str, system: str) -> str:
@@ -220,17 +208,12 @@ def render_cmd(vars: list[Var], install, command: str) -> str:
 
 
 def render_dotenv(vars: list[Var], install, command: str, host: Host) -> str:
-    """KEY='value' lines. dotenv cannot refer to the current value, so prepended variables are
-    written in full, over the environment `doctor emit` ran in (a snapshot)."""
+    """KEY=value lines, exact under python-dotenv and `docker --env-file` (doctor.quoting.dotenv_line).
+    dotenv cannot refer to the current value, so prepended variables are written in full, over
+    the environment `doctor emit` ran in (a snapshot); what that holds is checked like our paths."""
     env = apply(vars, host.env, host.system)
     lines = ["# " + line for line in header_lines(install, command)]
     lines += ["# Prepended variables hold their full value as of when this file was written.", ""]
     for name in dict.fromkeys(v.name for v in vars):
-        value = env[name]
-        if "'" in value:
-            raise DoctorError(
-                f"dotenv cannot carry a single quote in {value!r} the same way in every reader",
-                "use --shell sh/bash/fish, or move libtorch to a path without quotes",
-            )
-        lines.append(f"{name}='{value}'")
+        lines.append(dotenv_line(name, env[name]))
     return "\n".join(lines) + "\n"

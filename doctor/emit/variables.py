@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath, PureWindowsPath
 
+from doctor.quoting import list_element
+
 
 @dataclass(frozen=True)
 class Var:
@@ -69,6 +71,10 @@ def variables(install, system: str = "Linux") -> list[Var]:
             Var("LIBTORCH_CUDA_VERSION", str(h["flavour"]), "set"),
             Var("LIBTORCH_SKIP_DOWNLOAD", "1", "set"),
         ]
+    # Paths that go into a separated list cannot hold the separator (no quoting exists there).
+    for name, paths in (("CMAKE_PREFIX_PATH", [root]), ("the include path", include_dirs), ("the library path", [lib_dir])):
+        for path in paths:
+            list_element(path, name, sep)
     out += [
         Var("Torch_DIR", str(P(root) / "share" / "cmake" / "Torch"), "set"),
         Var("CMAKE_PREFIX_PATH", root, "prepend"),

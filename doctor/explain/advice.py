@@ -18,6 +18,7 @@ from doctor.diagnose.common import version_key
 from doctor.emit.variables import loader_variable
 from doctor.explain.engine import Match
 from doctor.model import Evidence
+from doctor.quoting import sh_paste, sh_prepend
 from doctor.probe.nvidia import parse_cuda_version
 
 FETCH = 'doctor fetch-libtorch && eval "$(doctor emit setenv)"'
@@ -96,7 +97,7 @@ def _platform(match: Match, facts: MachineFacts) -> str:
 def _prepend(var: str, value: str, system: str = "Linux") -> str:
     if system == "Windows":
         return f'set "{var}={value};%{var}%"'
-    return f'export {var}="{value}${{{var}:+:${var}}}"'
+    return sh_prepend(var, value.split(":"))
 
 
 def _lib_file(stem: str, system: str) -> str:
@@ -155,7 +156,7 @@ def _glibc(match: Match, facts: MachineFacts) -> Advice:
         lib = next((s for s in sources if "stdc++" in s), None)
         detail.append(f"It needs {newest} from libstdc++" + (f", and the one loaded is {lib}." if lib else "."))
         if lib and ("conda" in lib or "/envs/" in lib or "mamba" in lib):
-            fixes.append(f"the conda environment's libstdc++ ({lib}) is too old: conda install -c conda-forge "
+            fixes.append(f"the conda environment's libstdc++ ({sh_paste(lib)}) is too old: conda install -c conda-forge "
                          "'libstdcxx-ng>=13' (or put the system's newer libstdc++ first: "
                          "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6)")
         else:
@@ -168,8 +169,8 @@ def _duplicate_rpath(match: Match, facts: MachineFacts) -> Advice:
     paths = match.values("path")
     path = paths[0] if paths else "<path>"
     detail = [match.rule.cause]
-    fix = (f"drop one of the layers that adds -rpath '{path}' (Hasktorch with executable-dynamic: Cabal already adds "
-           f"it for extra-lib-dirs); to repair a built binary: install_name_tool -delete_rpath '{path}' <binary> "
+    fix = (f"drop one of the layers that adds -rpath {sh_paste(path)} (Hasktorch with executable-dynamic: Cabal already adds "
+           f"it for extra-lib-dirs); to repair a built binary: install_name_tool -delete_rpath {sh_paste(path)} <binary> "
            "&& codesign -f -s - <binary>")
     return Advice(f"duplicate LC_RPATH '{path}'", detail, fix, subject=path)
 
@@ -179,8 +180,8 @@ def _cmake(match: Match, facts: MachineFacts) -> Advice:
     detail = [match.rule.cause]
     if install is not None:
         detail.append(f"The active {_where(install)} has its CMake package in {PurePath(install.root) / 'share/cmake/Torch'}.")
-        fix = (f"cmake -DCMAKE_PREFIX_PATH={install.root} ..   (or export Torch_DIR={PurePath(install.root) / 'share/cmake/Torch'}; "
-               f"or {SETENV})")
+        fix = (f"cmake {sh_paste('-DCMAKE_PREFIX_PATH=' + str(install.root))} ..   "
+               f"(or export Torch_DIR={sh_paste(str(PurePath(install.root) / 'share/cmake/Torch'))}; or {SETENV})")
     else:
         detail.append("No libtorch was found on this machine.")
         fix = f"{FETCH}   (it sets CMAKE_PREFIX_PATH and Torch_DIR)"
@@ -217,9 +218,9 @@ def _headers(match: Match, facts: MachineFacts) -> Advice:
                 located.append(f"{header} is not in the active {_where(install)}: the code expects another "
                                "libtorch version, or a header libtorch does not have")
         detail += located
-        cabal = " ".join(f"--extra-include-dirs={d}" for d in dirs)
-        fix = (f"{_prepend('CPLUS_INCLUDE_PATH', ':'.join(dirs))}\n"
-               f"(or -I{' -I'.join(dirs)}; cabal: {cabal}; or {SETENV})")
+        cabal = " ".join(sh_paste(f"--extra-include-dirs={d}") for d in dirs)
+        fix = (f"{sh_prepend('CPLUS_INCLUDE_PATH', dirs)}\n"
+               f"(or {' '.join(sh_paste('-I' + d) for d in dirs)}; cabal: {cabal}; or {SETENV})")
     else:
         detail.append("No libtorch was found on this machine.")
         fix = (f"{FETCH}\n(libtorch needs both <root>/include and <root>/include/torch/csrc/api/include on the "
@@ -257,8 +258,9 @@ def _link(match: Match, facts: MachineFacts) -> Advice:
         if system == "Windows":
             fix = f'{_prepend("LIB", lib_dir, "Windows")}   (or /LIBPATH:"{lib_dir}")'
         else:
-            fix = (f"{_prepend('LIBRARY_PATH', lib_dir)}\n(or -L{lib_dir}; cabal: --extra-lib-dirs={lib_dir}; "
-                   f"setup.py: LDFLAGS=-L{lib_dir}; or {SETENV})")
+            fix = (f"{sh_prepend('LIBRARY_PATH', [lib_dir])}\n(or {sh_paste('-L' + lib_dir)}; "
+                   f"cabal: {sh_paste('--extra-lib-dirs=' + lib_dir)}; "
+                   f"setup.py: LDFLAGS={sh_paste('-L' + lib_dir)}; or {SETENV})")
         if absent and any("cuda" in a for a in absent) and install.variant == "cpu":
             fix += "\nfor " + _plural(absent) + ": fetch a CUDA variant (doctor fetch-libtorch --variant cu126) or drop them"
     else:
@@ -302,7 +304,7 @@ def _abi(match: Match, facts: MachineFacts) -> Advice:
     if install is not None and program and install.abi == program:
         detail.append(f"That matches the program, so the libtorch it was linked or loaded with is another one: "
                       f"make -L and {loader_variable(facts.system)} point at {install.lib_dir}.")
-        fix = f"{_prepend('LIBRARY_PATH', str(install.lib_dir))}; {_prepend(loader_variable(facts.system), str(install.lib_dir))}"
+        fix = f"{sh_prepend('LIBRARY_PATH', [str(install.lib_dir)])}; {sh_prepend(loader_variable(facts.system), [str(install.lib_dir)])}"
         title = "C++ ABI mismatch: the program was linked against another libtorch than the active one"
     elif library:
         value = _FLAG[library]
@@ -392,7 +394,7 @@ def _loader(match: Match, facts: MachineFacts) -> Advice:
                 fixes.append(f'{_prepend("PATH", lib_dir, "Windows")}   (or copy the DLLs next to the .exe; the '
                              "Visual C++ redistributable must be installed)")
             else:
-                fixes.append(f"{_prepend(variable, lib_dir)}\n(or link with -Wl,-rpath,{lib_dir}; or {SETENV})")
+                fixes.append(f"{sh_prepend(variable, [lib_dir])}\n(or link with {sh_paste('-Wl,-rpath,' + lib_dir)}; or {SETENV})")
         else:
             detail.append("No libtorch was found on this machine.")
             fixes.append(f"{FETCH}   (it puts libtorch's lib dir on {variable})")

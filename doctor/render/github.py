@@ -57,8 +57,11 @@ def render(report: Report, verbose: int = 0, color: bool = False, env: Mapping[s
     env = os.environ if env is None else env
     # Log excerpts in the report could hold "::" lines; stop-commands makes the runner print
     # them instead of obeying them (GitHub's documented way to echo untrusted text).
-    token = secrets.token_hex(8)
-    lines = [f"::stop-commands::{token}", text.render(report, verbose=verbose, color=False), f"::{token}::"]
+    body = text.render(report, verbose=verbose, color=False)
+    token = secrets.token_hex(16)
+    while token in body:  # the resume line must not be in the text it guards (checked, not hoped)
+        token = secrets.token_hex(16)
+    lines = [f"::stop-commands::{token}", body, f"::{token}::"]
     lines.extend(a for f in report.findings if (a := annotation(f, report.strict)) is not None)
     summary_path = env.get("GITHUB_STEP_SUMMARY")
     if summary_path:
@@ -69,12 +72,25 @@ def render(report: Report, verbose: int = 0, color: bool = False, env: Mapping[s
     return "\n".join(lines)
 
 
+# The runner uploads no summary at all when the file is over 128 KiB (actions/runner
+# FileCommandManager.cs, CreateStepSummaryCommand._attachmentSizeLimit): a long report must
+# not cost the other steps their summaries.
+SUMMARY_LIMIT = 128 * 1024
+
+
 def append_summary(path: str, markdown_text: str) -> str:
-    """Append to the step summary file; returns what went wrong, or "" on success."""
+    """Append to the step summary file; returns what went wrong, or "" on success.
+
+    The markdown escapes outside text itself (render/markdown.cell); the summary is not parsed
+    for workflow commands, so `::` lines there are plain text."""
+    block = markdown_text.rstrip("\n") + "\n\n"  # a blank line keeps several steps' blocks apart
     try:
-        # Several steps append to the same file; a blank line keeps their markdown blocks apart.
+        size = os.path.getsize(path) if os.path.isfile(path) else 0
+        if size + len(block.encode("utf-8")) > SUMMARY_LIMIT:
+            block = (markdown_text.splitlines()[0] + "\n\n_The full table would pass GitHub's 128 KiB step-summary "
+                     "limit: see the step's log._\n\n")
         with open(path, "a", encoding="utf-8") as fh:
-            fh.write(markdown_text.rstrip("\n") + "\n\n")
+            fh.write(block)
     except OSError as exc:
         return f"cannot append to GITHUB_STEP_SUMMARY={path}: {exc.strerror or exc}"
     return ""

@@ -205,31 +205,53 @@ def _truthy(value: Any) -> bool:
     return bool(value) and value not in ("false", "0")
 
 
-def parse_env_file(text: str) -> dict[str, str]:
-    """The runner's format for $GITHUB_ENV and $GITHUB_OUTPUT."""
+def parse_env_file(text: str, windows: bool = False) -> dict[str, str]:
+    """The runner's reading of $GITHUB_ENV and $GITHUB_OUTPUT, ported line for line from
+    actions/runner src/Runner.Worker/FileCommandManager.cs (SetEnvFileCommand.ProcessCommand and
+    ReadLine): lines end at \\n (and at \\r\\n on Windows only); `NAME=value` when '=' comes
+    before any '<<'; otherwise `NAME<<DELIM` takes the exact text up to the next line equal to
+    DELIM; an unterminated block or a line with neither is an error that fails the step."""
     out: dict[str, str] = {}
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        i += 1
-        if not line.strip():
-            continue
-        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
-            name, delim = line.split("<<", 1)
-            body = []
-            while i < len(lines) and lines[i] != delim:
-                body.append(lines[i])
-                i += 1
-            if i == len(lines):
-                raise ValueError(f"unterminated {name}<<{delim} block")
-            i += 1
-            out[name] = "\n".join(body)
-        elif "=" in line:
-            name, value = line.split("=", 1)
-            out[name] = value
-        else:
-            raise ValueError(f"malformed line {line!r}")
+    index = 0
+
+    def read_line() -> tuple[str | None, str | None]:
+        nonlocal index
+        if index >= len(text):
+            return None, None
+        start = index
+        lf = text.find("\n", index)
+        if lf < 0:
+            index = len(text)
+            return text[start:], None
+        crlf = text.find("\r\n", index) if windows else -1
+        if 0 <= crlf < lf:
+            index = crlf + 2
+            return text[start:crlf], "\r\n"
+        index = lf + 1
+        return text[start:lf], "\n"
+
+    line, _ = read_line()
+    while line is not None:
+        if line:
+            equals, heredoc = line.find("="), line.find("<<")
+            if equals >= 0 and (heredoc < 0 or equals < heredoc):
+                name, value = line.split("=", 1)
+                out[name] = value
+            elif heredoc >= 0 and (equals < 0 or heredoc < equals):
+                name, delimiter = line.split("<<", 1)
+                if not name or not delimiter:
+                    raise ValueError(f"Invalid format {line!r}: empty name or delimiter")
+                start = end = index
+                temp, newline = read_line()
+                while temp != delimiter:
+                    if temp is None:
+                        raise ValueError(f"Matching delimiter not found {delimiter!r}")
+                    end = index - len(newline or "")
+                    temp, newline = read_line()
+                out[name] = text[start:end] if end > start else ""
+            else:
+                raise ValueError(f"Invalid format {line!r}")
+        line, _ = read_line()
     return out
 
 

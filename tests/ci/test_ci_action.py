@@ -177,3 +177,26 @@ def test_action_malformed_requirement_exits_2(tmp_path):
                                   "archive", "mirror"])
 def test_inputs_are_documented(name):
     assert ACTION["inputs"][name]["description"].strip()
+
+
+def test_action_failing_cache_key_fails_the_step_without_an_empty_key(tmp_path):
+    job, outputs, cache_calls = run_action(tmp_path, {"version": "2.13.0", "variant": "bogus", "install": ""},
+                                           cache_hit=False)
+    key_step = by_name(job)["Cache key for libtorch"]
+    assert key_step.returncode == 2 and "'bogus' is not a libtorch variant" in key_step.stderr
+    assert job.failed and "key" not in key_step.outputs and outputs["cache-key"] == ""
+    assert cache_calls == []  # nothing restored or saved under an empty key
+    assert [r.name for r in job.results if r.ran] == ["Cache key for libtorch"]
+
+
+def test_action_inputs_with_newlines_cannot_set_variables(tmp_path, libtorch_zip):
+    """A newline in an input would end `NAME=value` and start `LD_PRELOAD=…`; the NAME<<DELIM blocks
+    carry it as part of the value, read back by the runner's own parsing (gha_runner.parse_env_file)."""
+    home_input = "~/.cache/libtorch\nLD_PRELOAD=/tmp/evil.so\nghadelimiter_0"
+    job, _, _ = run_action(tmp_path, {"version": "2.13.0", "libtorch-home": home_input, "install": "",
+                                      "require": "libtorch==2.13.*"}, archive=libtorch_zip)
+    env_step = by_name(job)["Environment for later steps"]
+    assert env_step.returncode == 0, env_step.stderr
+    assert "LD_PRELOAD" not in job.added_env
+    assert job.added_env["LIBTORCH_HOME"] == home_input.replace("~", str(tmp_path / "home"), 1)
+    assert by_name(job)["Check libtorch"].outputs["report"].endswith("torch-doctor-report.json")

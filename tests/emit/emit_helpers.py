@@ -6,11 +6,16 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from doctor.probe.libtorch import LibtorchInstall
+
+# The faithful port of the Actions runner's env-file reader lives with the other runner code.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ci"))
+from gha_runner import parse_env_file  # noqa: E402,F401
 
 # Every character a shell or a format could trip on, in one folder name.
 AWKWARD = "lib torch \"dq\" 'sq' $HOME ${x} \\back"

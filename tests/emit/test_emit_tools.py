@@ -10,7 +10,7 @@ import tomllib
 import pytest
 from click.testing import CliRunner
 from support import doctor_subprocess, make_tree
-from emit_helpers import AWKWARD, clean_env, fake_install, need
+from emit_helpers import AWKWARD, clean_env, fake_install, need, parse_env_file
 
 from doctor.commands.emit import command
 from doctor.emit import emit_text
@@ -95,9 +95,8 @@ def test_github_appends_to_github_env_and_path(tmp_path):
                             env={"GITHUB_ENV": str(gh_env), "GITHUB_PATH": str(gh_path), "LD_LIBRARY_PATH": "/cuda/lib64"})
     assert got.returncode == 0, got.stderr
     assert got.stdout == "" and "$GITHUB_ENV" in got.stderr
-    lines = gh_env.read_text().splitlines()
-    assert lines[0] == "EARLIER=1"
-    values = dict(line.split("=", 1) for line in lines[1:])
+    values = parse_env_file(gh_env.read_text())
+    assert values.pop("EARLIER") == "1"
     assert values["LIBTORCH"] == str(root)
     assert values["LD_LIBRARY_PATH"] == f"{root}/lib:/cuda/lib64"
     assert not gh_path.exists() or gh_path.read_text() == ""  # PATH is the loader's only on Windows
@@ -107,9 +106,10 @@ def test_github_on_windows_puts_the_lib_dir_on_github_path():
     install = fake_install("C:\\libtorch", system="Windows", abi=None)
     host = Host(env={"PATH": "C:\\Windows"}, system="Windows")
     text = emit_text("github", install=install, host=host)
-    env_part, path_part = text.split("# lines for $GITHUB_PATH\n")
+    env_part, path_part = text.split("# for $GITHUB_PATH\n")
     assert path_part == "C:\\libtorch\\lib\n"
-    assert "\nPATH=" not in env_part and "INCLUDE=C:\\libtorch\\include;" in env_part
+    values = parse_env_file(env_part.split("# for $GITHUB_ENV\n", 1)[1])
+    assert "PATH" not in values and values["INCLUDE"].startswith("C:\\libtorch\\include;")
 
 
 def test_cli_writes_output_file_and_rejects_misplaced_options(tmp_path):

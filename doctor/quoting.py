@@ -1,0 +1,200 @@
+"""Quoting for every place the doctor writes text that something else reads back: shells (sh,
+fish, PowerShell), GitHub's line files ($GITHUB_ENV / $GITHUB_OUTPUT / $GITHUB_PATH), dotenv
+files, and the `fix:` commands people paste.
+
+Each function either returns text that its reader turns back into exactly the value given, or
+raises `DoctorError` naming what the format cannot carry. Nothing is stripped silently.
+The readers' rules are cited next to each function; tests/hardening checks them with the real
+readers (bash, zsh, dash, fish, python-dotenv) or faithful ports (the Actions runner, docker).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+
+from doctor.errors import DoctorError
+
+
+def _shown(value: str) -> str:
+    # repr keeps control bytes visible in the message instead of acting on the terminal
+    return repr(value)
+
+
+def refuse_nul(value: str, where: str) -> None:
+    """No environment variable, argv word or C path can hold NUL."""
+    if "\0" in value:
+        raise DoctorError(f"{_shown(value)} contains a NUL byte, which {where} cannot carry",
+                          "move or link the libtorch tree to a plain path and pass --libtorch")
+
+
+def refuse_undecodable(value: str, where: str) -> None:
+    """A path that is not valid UTF-8 (Python keeps its bytes as lone surrogates) cannot be written
+    into a UTF-8 text format; shells get the bytes themselves instead (see `encode_exact`)."""
+    if re.search("[\ud800-\udfff]", value):
+        raise DoctorError(f"{_shown(value)} is not valid UTF-8, which {where} cannot carry",
+                          "rename the folder to a UTF-8 name, or use --shell sh / bash / zsh / fish")
+
+
+def encode_exact(text: str) -> bytes:
+    """The bytes to write for `text`: UTF-8, with undecodable path bytes written back as they were."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError as exc:  # a surrogate that no file name decodes to
+        raise DoctorError(f"{_shown(exc.object[exc.start:exc.end])} cannot be written as bytes",
+                          "rename the folder to a UTF-8 name") from None
+
+
+# -- POSIX sh, bash, zsh, dash --
+
+
+def sh_quote(value: str) -> str:
+    """One single-quoted word. Inside '...' POSIX shells take every byte literally (no $, `, \\ or
+    newline handling), so only ' needs care: close, \\', reopen. Control bytes, ESC included, stay
+    as they are; only NUL is refused (no shell word can hold it)."""
+    refuse_nul(value, "a shell word")
+    return "'" + value.replace("'", "'\\''") + "'"
+
+
+_BARE = re.compile(r"[A-Za-z0-9_@%+,./:-][A-Za-z0-9_@%+=,./:-]*")
+
+
+def sh_paste(value: str) -> str:
+    """`value` for a command shown to be pasted: bare when it holds only characters no shell treats
+    specially (keeps everyday fixes readable), single-quoted otherwise. A leading '=' is quoted:
+    zsh expands `=cmd` to a path."""
+    if "\0" in value:
+        # Only text from a log can hold NUL (no real path can): show it, the command could not use it.
+        value = value.replace("\0", "\\x00")
+    return value if _BARE.fullmatch(value) else sh_quote(value)
+
+
+def sh_prepend(variable: str, elements: list[str]) -> str:
+    """`export VAR="elem:…${VAR:+:$VAR}"`: a pasteable POSIX command that puts `elements` first.
+
+    Plain paths stay inside the double quotes (readable, and nothing in them is special there);
+    any other path is single-quoted ('\\'' for a quote) and joined to the double-quoted rest, so
+    $(…), backticks, quotes and newlines in it stay text. A ':' inside an element would split it
+    into two list entries: then the advice says to move the tree instead of a command that
+    cannot work."""
+    split = [e for e in elements if ":" in e]
+    if split:
+        return (f"move or link {sh_paste(split[0])} to a path without ':' (in {variable}, a ':' splits "
+                "the path in two), then add it to " + variable)
+    rest = f"${{{variable}:+:${variable}}}"
+    if all(_BARE.fullmatch(e) for e in elements):
+        return f'export {variable}="{":".join(elements)}{rest}"'
+    return f'export {variable}={":".join(sh_paste(e) for e in elements)}"{rest}"'
+
+
+# -- fish --
+
+
+def fish_quote(value: str) -> str:
+    """Inside fish single quotes only \\\\ and \\' are escapes; everything else, newlines and ESC
+    included, is literal."""
+    refuse_nul(value, "a fish word")
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+# -- PowerShell --
+
+
+def pwsh_quote(value: str) -> str:
+    """Single-quoted PowerShell strings are verbatim; a ' is written ''. The typographic quotes
+    U+2018/U+2019/U+201A/U+201B also close such a string, so they are doubled as well."""
+    refuse_nul(value, "a PowerShell string")
+    return "'" + re.sub("(['\u2018\u2019\u201a\u201b])", r"\1\1", value) + "'"
+
+
+# -- lists --
+
+
+def list_element(element: str, variable: str, sep: str) -> str:
+    """A path that goes into a `sep`-separated list (LD_LIBRARY_PATH, CMAKE_PREFIX_PATH, PATH…).
+
+    No quoting exists inside such a list: a separator in the path would make two entries."""
+    if sep in element:
+        raise DoctorError(
+            f"the path {_shown(element)} contains {sep!r}, which cannot go into {variable} "
+            f"(a {sep!r}-separated list: it would become two entries)",
+            f"move or link the libtorch tree to a path without {sep!r} and pass --libtorch",
+        )
+    refuse_nul(element, variable)
+    return element
+
+
+# -- GitHub Actions: $GITHUB_ENV and $GITHUB_OUTPUT --
+
+
+def github_env_block(name: str, value: str, system: str = "Linux") -> str:
+    """`NAME<<DELIM\\nvalue\\nDELIM\\n`, the runner's multi-line syntax, for any value.
+
+    The runner (actions/runner, FileCommandManager.cs, SetEnvFileCommand) takes the value as the
+    exact text between the header line and the next line equal to DELIM, so the only thing to
+    check is that DELIM is not a line of the value; the delimiter is random, as @actions/core's
+    `ghadelimiter_<uuid>`, and checked anyway. Windows runners also end lines at \\r\\n, so a \\r
+    there is refused."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", name):
+        raise DoctorError(f"{_shown(name)} is not a variable name GitHub accepts", "report this as a doctor bug")
+    refuse_nul(value, "$GITHUB_ENV")
+    refuse_undecodable(value, "$GITHUB_ENV")
+    if system == "Windows" and "\r" in value:
+        raise DoctorError(f"{_shown(value)} contains a carriage return, which a Windows runner's $GITHUB_ENV "
+                          "cannot carry", "remove it from the environment before this step")
+    for _ in range(8):
+        delimiter = f"ghadelimiter_{secrets.token_hex(16)}"
+        if delimiter not in value:
+            return f"{name}<<{delimiter}\n{value}\n{delimiter}\n"
+    raise DoctorError(f"no delimiter found that is absent from {_shown(value)}", "report this as a doctor bug")
+
+
+def github_path_line(path: str) -> str:
+    """One line for $GITHUB_PATH, which the runner reads with File.ReadAllLines (lines end at \\r,
+    \\n or \\r\\n; empty lines are skipped): a path with either, or an empty one, cannot be written."""
+    if not path or "\n" in path or "\r" in path:
+        raise DoctorError(f"the path {_shown(path)} cannot be written to $GITHUB_PATH (one path per line)",
+                          "move or link the libtorch tree to a path without line breaks")
+    refuse_nul(path, "$GITHUB_PATH")
+    refuse_undecodable(path, "$GITHUB_PATH")
+    return path + "\n"
+
+
+# -- dotenv: one file exact under python-dotenv and docker --env-file --
+
+# docker reads the file with Go's bufio.Scanner: a line over 64 KiB is an error.
+_DOCKER_MAX_LINE = 64 * 1024 - 1
+
+
+def dotenv_line(name: str, value: str) -> str:
+    """`NAME=value`, unquoted, read back exactly by both python-dotenv and `docker --env-file`.
+
+    docker does no quoting at all (https://docs.docker.com/reference/cli/docker/container/run/#env:
+    the value runs to the end of the line, quotes included; only the line's leading whitespace
+    is trimmed; a line ends at \\n with one trailing \\r dropped; invalid UTF-8 is an error), so
+    a quoted value would reach docker with its quotes. An unquoted value is taken as written by
+    python-dotenv (parser.py `parse_unquoted_value`) except that it strips leading and trailing
+    whitespace and everything from a whitespace+'#' on, treats a leading quote as quoting, and
+    expands `${…}` (main.py `resolve_variables`, with the default interpolate=True). What either
+    reader would change is refused, never altered."""
+    reason = None
+    if "\n" in value or "\r" in value or "\0" in value:
+        reason = "a line break or NUL (a dotenv value is one line)"
+    elif re.search("[\ud800-\udfff]", value):
+        reason = "bytes that are not UTF-8"
+    elif value != value.strip():
+        reason = "leading or trailing whitespace (python-dotenv strips it)"
+    elif value[:1] in ("'", '"'):
+        reason = "a leading quote (python-dotenv reads it as quoting; docker keeps it)"
+    elif re.search(r"\s#", value):
+        reason = "whitespace followed by '#' (python-dotenv reads a comment there)"
+    elif "${" in value:
+        reason = "'${' (python-dotenv expands ${…}; docker does not)"
+    elif len((name + "=" + value).encode("utf-8")) > _DOCKER_MAX_LINE:
+        reason = "more than 64 KiB on one line (docker's limit)"
+    if reason:
+        raise DoctorError(
+            f"dotenv cannot carry {name}={_shown(value)}: it contains {reason}",
+            "use --shell sh/bash/zsh/fish (quoted exactly), or clean that path or variable first",
+        )
+    return f"{name}={value}"

@@ -1,0 +1,45 @@
+"""doctor.quoting against the real shells: every quoted word reads back as the value, byte for byte."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+from emit_helpers import need
+
+from doctor.errors import DoctorError
+from doctor.quoting import fish_quote, sh_paste, sh_prepend, sh_quote
+
+NASTY = ["plain", "", "a b", "it's", "''", "\\", "a\\", "\\'", "$HOME", "${x}", "$(id)", "`id`", '"q"', "\n", "a\nb\n",
+         "\x1b[31m", "\x01\x7f\t", "*", "~", "=cmd", "-n", "#c", "a;b|c&d", "!x", "é ☃", os.fsdecode(b"\xff\xfe")]
+
+
+def words(argv: list[str], script: str, home) -> list[bytes]:
+    # fish writes its config under HOME: a temporary one, never the real or a shared path
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "XDG_CONFIG_HOME": str(home / "config"),
+           "XDG_DATA_HOME": str(home / "data")}
+    out = subprocess.run(argv + [script], capture_output=True, timeout=30, env=env)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split(b"\0")[:-1]
+
+
+@pytest.mark.parametrize("argv", [["bash", "--norc", "--noprofile", "-c"], ["zsh", "-f", "-c"], ["dash", "-c"]], ids=lambda a: a[0])
+@pytest.mark.parametrize("quote", [sh_quote, sh_paste])
+def test_sh_words_read_back_exactly(argv, quote, tmp_path):
+    need(argv[0])
+    script = "printf '%s\\0' " + " ".join(quote(v) for v in NASTY)
+    assert words(argv, os.fsencode(script).decode("utf-8", "surrogateescape"), tmp_path) == [os.fsencode(v) for v in NASTY]
+
+
+def test_fish_words_read_back_exactly(tmp_path):
+    need("fish")
+    script = "printf '%s\\0' " + " ".join(fish_quote(v) for v in NASTY)
+    assert words(["fish", "--no-config", "-c"], script, tmp_path) == [os.fsencode(v) for v in NASTY]
+
+
+def test_nul_is_refused_and_plain_words_stay_bare():
+    with pytest.raises(DoctorError, match="NUL"):
+        sh_quote("a\0b")
+    assert sh_paste("/opt/libtorch/lib") == "/opt/libtorch/lib" and sh_paste("=x") == "'=x'"
+    assert sh_prepend("LIBRARY_PATH", ["/a b"]) == "export LIBRARY_PATH='/a b'\"${LIBRARY_PATH:+:$LIBRARY_PATH}\""

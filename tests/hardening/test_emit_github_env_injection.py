@@ -1,0 +1,111 @@
+"""Threat: a newline in a value appended to $GITHUB_ENV (our path, or an inherited LD_LIBRARY_PATH
+the doctor merges) ends `NAME=value` and sets a variable of the attacker's choosing, such as
+LD_PRELOAD or NODE_OPTIONS, for every later step of the job. Also: $GITHUB_ENV or -o that cannot
+be written is a message (exit 1), not a traceback.
+
+The files are read back by a line-for-line port of the runner's reader (tests/ci/gha_runner.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support import REPO, make_tree
+
+from doctor.errors import DoctorError
+from doctor.quoting import github_env_block, github_path_line
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ci"))
+from gha_runner import parse_env_file  # noqa: E402
+
+
+def run_doctor(tmp_path, *args, **env):
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    full = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "PYTHONPATH": str(REPO), "LANG": "C.UTF-8", **env}
+    return subprocess.run([sys.executable, "-m", "doctor", *args], env=full, capture_output=True, text=True, timeout=120)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=8)
+                | st.sampled_from(["\n", "\r", "<<", "=", "ghadelimiter_", "\r\n"]), max_size=12).map("".join))
+def test_env_block_reads_back_exactly(value):
+    text = "EARLIER=1\n" + github_env_block("LD_LIBRARY_PATH", value) + "LATER=2\n"
+    assert parse_env_file(text) == {"EARLIER": "1", "LD_LIBRARY_PATH": value, "LATER": "2"}
+
+
+def test_a_value_holding_delimiter_lines_cannot_end_its_block():
+    # Lines that look like a delimiter and like `NAME=value` stay part of the value.
+    value = "/a\nghadelimiter_0\nLD_PRELOAD=/evil.so\nX<<Y\n"
+    block = github_env_block("LD_LIBRARY_PATH", value)
+    delimiter = block.split("\n", 1)[0].split("<<", 1)[1]
+    assert delimiter.startswith("ghadelimiter_") and len(delimiter) > 40 and delimiter not in value
+    assert parse_env_file(block) == {"LD_LIBRARY_PATH": value}
+
+
+def test_windows_runner_reading_refuses_a_carriage_return():
+    assert parse_env_file(github_env_block("A", "x\ny", "Windows"), windows=True) == {"A": "x\ny"}
+    with pytest.raises(DoctorError, match="carriage return"):
+        github_env_block("A", "x\r\ny", "Windows")
+
+
+@pytest.mark.parametrize("path", ["/a\nb", "/a\rb", ""])
+def test_github_path_refuses_what_is_not_one_line(path):
+    with pytest.raises(DoctorError):
+        github_path_line(path)
+
+
+def test_emit_github_with_a_hostile_path_and_inherited_variables_sets_exactly_ours(tmp_path):
+    root = make_tree(tmp_path / "lt\nLD_PRELOAD=x" / "libtorch", "2.13.0", "cpu", abi_line="1")
+    gh_env, gh_path = tmp_path / "github_env", tmp_path / "github_path"
+    gh_env.write_text("EARLIER=1\n")
+    hostile = {"LD_LIBRARY_PATH": "/cuda/lib64\nNODE_OPTIONS=--require=/tmp/evil.js",
+               "CMAKE_PREFIX_PATH": "/p\nBASH_ENV=/tmp/evil.sh", "CPLUS_INCLUDE_PATH": "/i\r\nX=1",
+               "LIBRARY_PATH": "ghadelimiter_x\nLD_AUDIT=/evil.so"}
+    got = run_doctor(tmp_path, "emit", "github", "--libtorch", str(root),
+                     GITHUB_ENV=str(gh_env), GITHUB_PATH=str(gh_path), **hostile)
+    assert got.returncode == 0, got.stderr
+    values = parse_env_file(gh_env.read_bytes().decode())  # no newline translation: \r stays
+    assert set(values) == {"EARLIER", "LIBTORCH", "LIBTORCH_INCLUDE", "LIBTORCH_LIB", "LIBTORCH_CXX11_ABI", "Torch_DIR",
+                           "CMAKE_PREFIX_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH", "LD_LIBRARY_PATH"}
+    assert values["LIBTORCH"] == str(root)
+    assert values["LD_LIBRARY_PATH"] == f"{root}/lib:{hostile['LD_LIBRARY_PATH']}"
+    assert values["CMAKE_PREFIX_PATH"] == f"{root}:{hostile['CMAKE_PREFIX_PATH']}"
+    assert values["CPLUS_INCLUDE_PATH"].endswith(":" + hostile["CPLUS_INCLUDE_PATH"])
+    assert values["LIBRARY_PATH"] == f"{root}/lib:{hostile['LIBRARY_PATH']}"
+
+
+@pytest.mark.parametrize("where", ["directory", "missing folder", "under a file"])
+def test_unwritable_github_env_is_exit_1_with_a_hint(tmp_path, where):
+    root = make_tree(tmp_path / "libtorch", "2.13.0", "cpu", abi_line="1")
+    (tmp_path / "afile").write_text("")
+    target = {"directory": tmp_path, "missing folder": tmp_path / "nope/env",
+              "under a file": tmp_path / "afile/env"}[where]
+    got = run_doctor(tmp_path, "emit", "github", "--libtorch", str(root), GITHUB_ENV=str(target))
+    assert got.returncode == 1, got.stderr
+    assert got.stderr.startswith("error: cannot append to $GITHUB_ENV") and "\nhint: " in got.stderr
+    assert "Traceback" not in got.stderr
+
+
+def test_output_that_is_a_directory_is_a_usage_error(tmp_path):
+    root = make_tree(tmp_path / "libtorch", "2.13.0", "cpu", abi_line="1")
+    got = run_doctor(tmp_path, "emit", "setenv", "--libtorch", str(root), "-o", str(tmp_path))
+    assert got.returncode == 2 and "is a directory" in got.stderr and "Traceback" not in got.stderr
+
+
+@pytest.mark.parametrize("where", ["under a file", "proc"])
+def test_unwritable_output_file_is_exit_1_with_a_hint(tmp_path, where):
+    root = make_tree(tmp_path / "libtorch", "2.13.0", "cpu", abi_line="1")
+    (tmp_path / "afile").write_text("")
+    target = {"under a file": tmp_path / "afile/setenv.sh",
+              "proc": Path("/proc/version")}[where]
+    got = run_doctor(tmp_path, "emit", "setenv", "--shell", "sh", "--libtorch", str(root), "-o", str(target))
+    assert got.returncode == 1, (got.returncode, got.stderr)
+    assert got.stderr.startswith("error: cannot write ") and "\nhint: " in got.stderr
+    assert "Traceback" not in got.stderr and got.stdout == ""
