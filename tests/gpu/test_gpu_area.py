@@ -170,7 +170,10 @@ def test_unresolved_cuda_libraries_of_a_second_libtorch(machine, tmp_path):
     _, area = check_gpu(machine, trees={"/opt/active": ("2.8.0", "cpu"), "/opt/other": ("2.8.0", "cu128")})
     assert findings(area, "loader.library-not-found") == []  # empty placeholder file: nothing to read
     shutil.copy(torch_cuda, machine.root / "opt/other/lib/libtorch_cuda.so")
-    _, area = check_gpu(machine, trees={"/opt/active": ("2.8.0", "cpu"), "/opt/other": ("2.8.0", "cu128")})
+    gpu, area = check_gpu(machine, trees={"/opt/active": ("2.8.0", "cpu"), "/opt/other": ("2.8.0", "cu128")})
+    # read once by the probe, as facts: the verdict below is made from them, not from the disk
+    (other,) = [b for b in gpu.builds if b.lib_dir == "/opt/other/lib"]
+    assert other.main == "libtorch_cuda.so" and [(r.name, r.path) for r in other.needed] == [("libcudart.so.12", None)]
     (f,) = findings(area, "loader.library-not-found")
     assert "libcudart.so.12" in f.title and f.level is Level.ERROR and "RUNPATH $ORIGIN" in f.evidence[0].excerpt
     shutil.copy(tmp_path / "libcudart.so.12", machine.root / "opt/other/lib/libcudart.so.12")  # found via $ORIGIN
