@@ -14,6 +14,8 @@ from doctor.emit import FORMATS
 
 if TYPE_CHECKING:
     from doctor.fetch.install import Outcome
+    from doctor.host import Host
+    from doctor.probe.gpu import GpuFacts
     from doctor.fetch.plan import Plan
 
 EPILOG = """\b
@@ -177,7 +179,7 @@ def _plan_text(plan: Plan) -> str:
     return "\n".join(out)
 
 
-def machine_gpu_facts(host):
+def machine_gpu_facts(host: Host) -> GpuFacts:
     """This machine's GPU facts for `--variant auto` (the plan decides; the command layer probes)."""
     from doctor.probe.gpu import detect_gpus
 
