@@ -14,9 +14,9 @@ from doctor.emit import FORMATS
 
 if TYPE_CHECKING:
     from doctor.fetch.install import Outcome
+    from doctor.fetch.plan import Plan
     from doctor.host import Host
     from doctor.probe.gpu import GpuFacts
-    from doctor.fetch.plan import Plan
 
 EPILOG = """\b
 Examples:
