@@ -34,13 +34,16 @@ def gather_facts(host: Host, backend: str | None = None) -> dict:
 
     ld_cache = read_ld_cache(host)
     with ThreadPoolExecutor(max_workers=4) as pool:
-        gpu = pool.submit(_detect_gpus, host, backend, ld_cache)
+        gpu = pool.submit(_detect_gpus, host, ld_cache)
         toolchain = pool.submit(detect_toolchain, host)
         system = pool.submit(detect_system, host, ld_cache, str(libtorch_home(host)))
         python, libtorch = torch_and_libtorch()
         active = libtorch.active_install
         loader = detect_loader(host, active.lib_dir if active and active.exists else None, ld_cache)
         gpu_facts, gpu_error = _guarded(gpu)
+        if gpu_facts is not None:
+            gpu_error = _guarded_call(finish_gpu_facts, host, gpu_facts, python, libtorch, ld_cache, backend)
+            gpu_facts = None if gpu_error else gpu_facts
         facts = {
             "system": system.result(),
             "python_torch": python,
@@ -66,10 +69,49 @@ def _guarded(future) -> tuple[object, str | None]:
         return None, f"{type(exc).__name__}: {exc}"
 
 
-def _detect_gpus(host: Host, backend: str | None, ld_cache: dict[str, list[str]]):
+def _guarded_call(fn, *args) -> str | None:
+    """As _guarded, for a step run in this thread: the error text, or None."""
+    try:
+        fn(*args)
+    except DoctorError:
+        raise
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _detect_gpus(host: Host, ld_cache: dict[str, list[str]]):
     from doctor.probe.gpu import detect_gpus
 
-    return detect_gpus(host, backend=backend, ld_cache=ld_cache)
+    return detect_gpus(host, ld_cache=ld_cache)
+
+
+def finish_gpu_facts(host: Host, gpu, python, libtorch, ld_cache: dict[str, list[str]], backend: str | None = None) -> None:
+    """Once GPUs and torch builds are known: read each build's GPU libraries (a probe), then
+    compute the recommended variant (a pure function of those facts) into `gpu.recommended`."""
+    from doctor.catalog.recommend import BACKEND_ENV, chosen_backend, recommend
+    from doctor.probe.gpu import detect_gpu_builds
+
+    gpu.builds = detect_gpu_builds(host, libtorch, python, ld_cache)
+    gpu.recommended = recommend(gpu, host.system, host.machine, python=python,
+                                backend=chosen_backend(backend, host.env.get(BACKEND_ENV)))
+
+
+def gpu_report(host: Host, backend: str | None = None):
+    """Only the GPU part of `check`, as it runs there: (gpu facts, python torch, libtorch, GPU area).
+    For scripts/gpu-check and the GPU tests."""
+    from doctor.diagnose.gpu import Platform, gpu_area
+    from doctor.probe.gpu import detect_gpus
+    from doctor.probe.libtorch import detect_libtorch
+    from doctor.probe.loader import read_ld_cache
+    from doctor.probe.python_torch import detect_python_torch
+
+    ld_cache = read_ld_cache(host) if host.system == "Linux" else {}
+    gpu = detect_gpus(host, ld_cache=ld_cache)
+    python = detect_python_torch(host)
+    libtorch = detect_libtorch(host, python)
+    finish_gpu_facts(host, gpu, python, libtorch, ld_cache, backend)
+    return gpu, python, libtorch, gpu_area(gpu, libtorch, python, Platform(host.system, host.machine))
 
 
 def build_areas(facts: dict, host: Host) -> list[Area]:
@@ -87,9 +129,9 @@ def build_areas(facts: dict, host: Host) -> list[Area]:
         toolchain_area(facts["toolchain"], libtorch.active_install),
     ]
     if facts["gpu"] is not None:
-        from doctor.diagnose.gpu import gpu_area
+        from doctor.diagnose.gpu import Platform, gpu_area
 
-        areas.append(gpu_area(facts["gpu"], libtorch, facts["python_torch"], host))
+        areas.append(gpu_area(facts["gpu"], libtorch, facts["python_torch"], Platform(host.system, host.machine)))
     else:
         failed = Finding("probe.failed", Level.WARNING, f"the GPU probe failed: {facts.get('gpu_error')}",
                          detail="This is a bug in torch-doctor; the rest of the report stands.",

@@ -13,7 +13,7 @@ from pathlib import PurePath
 from typing import Any
 
 # Bump when a JSON consumer would have to change; documented in docs/json-schema.md.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: GPU facts carry states, not sentences (docs/json-schema.md)
 
 
 class Level(str, enum.Enum):

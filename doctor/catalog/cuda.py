@@ -30,18 +30,40 @@ DRIVER_FLOORS: tuple[DriverFloor, ...] = (
     DriverFloor("11.0", "11.0", linux="450.36.06", windows="451.22"),
 )
 
-# The driver bundled with each toolkit: at or above it, PTX from that toolkit JIT-compiles;
-# between the floor and this, the runtime works but PTX JIT of newer code can fail.
+# The driver bundled with each toolkit's GA release: at or above it, PTX from that toolkit
+# JIT-compiles; between the floor and this, the runtime works but PTX JIT of newer code can fail.
+# Source: NVIDIA CUDA Toolkit release notes, table "CUDA Toolkit and Corresponding Driver
+# Versions" (the "CUDA X.Y GA" rows; docs/gpu.md quotes each). Every row is tested.
 TOOLKIT_DRIVERS: dict[str, tuple[str, str | None]] = {
     "11.8": ("520.61.05", "520.06"),
+    "12.0": ("525.60.13", "527.41"),
     "12.1": ("530.30.02", "531.14"),
+    "12.2": ("535.54.03", "536.25"),
+    "12.3": ("545.23.06", "545.84"),
     "12.4": ("550.54.14", "551.61"),
+    "12.5": ("555.42.02", "555.85"),
     "12.6": ("560.28.03", "560.76"),
     "12.8": ("570.26", "570.65"),
     "12.9": ("575.51.03", "576.02"),
     "13.0": ("580.65.06", None),
     "13.1": ("590.44.01", None),
 }
+
+
+# -- library names: the one list of CUDA / ROCm shared-library names the doctor knows --
+
+# The driver's own libraries (installed with the driver, never bundled by a torch build).
+DRIVER_LIBRARIES: tuple[str, ...] = ("libcuda.so.1", "libcuda.so")
+NVML_LIBRARIES: tuple[str, ...] = ("libnvidia-ml.so.1",)
+# NEEDED entries of libtorch_cuda / libtorch_hip that come from CUDA or ROCm rather than from
+# libtorch itself or the C library (prefixes of the soname).
+CUDA_LIBRARY_PREFIXES: tuple[str, ...] = ("libcu", "libnv", "libnccl", "libcudnn")
+ROCM_LIBRARY_PREFIXES: tuple[str, ...] = (
+    "libamdhip", "libhip", "libroc", "libMIOpen", "librccl", "libhsa", "libamd_comgr", "libaotriton", "libmagma",
+)
+GPU_LIBRARY_PREFIXES: tuple[str, ...] = CUDA_LIBRARY_PREFIXES + ROCM_LIBRARY_PREFIXES
+# The torch library that pulls each stack in.
+GPU_MAIN_LIBRARY = {"cuda": "libtorch_cuda.so", "rocm": "libtorch_hip.so"}
 
 
 # -- GPU architectures per PyTorch CUDA build (compute capabilities) --
@@ -104,6 +126,11 @@ GFX_LISTS: tuple[GfxList, ...] = (
         "PyTorch .ci/docker/manywheel/build.sh (ROCm 7.x)",
     ),
 )
+
+
+# -- Apple: MPS --
+
+MPS_MIN_MACOS = "14.0"  # the macOS PyTorch's MPS backend now asks for
 
 
 # -- lookups --
@@ -236,6 +263,12 @@ def covers(archs: ArchList, capability: str) -> Coverage:
     if archs.ptx and version_tuple(archs.ptx) <= cc[:2]:
         return Coverage(True, f"PTX {archs.ptx} JIT-compiled by the driver (slow first run)")
     return Coverage(False, f"no sm_{cc[0]}x code and no PTX at or below {cc[0]}.{cc[1]}")
+
+
+def uncovered(archs: ArchList, gpus) -> list:
+    """The GPUs (objects with `compute_capability`; those whose capability is known) that a
+    build with `archs` has no code for."""
+    return [g for g in gpus if g.compute_capability and not covers(archs, g.compute_capability).ok]
 
 
 def gfx_list(variant: str) -> GfxList | None:

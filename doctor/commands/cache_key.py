@@ -52,7 +52,9 @@ def resolve(host: Host, version: str | None = None, variant: str | None = None, 
     # or not) plays no part: the key is the same from any mirror.
     request = FetchRequest(version=version, variant=variant or "auto", abi=abi, platform=platform,
                            from_wheel=from_wheel, unlisted=unlisted, no_lock=True, use_mirror=False)
-    plan = resolve_plan(host, request)
+    from doctor.commands.fetch import machine_gpu_facts
+
+    plan = resolve_plan(host, request, gpu_facts=lambda: machine_gpu_facts(host))
     if plan.version is None:
         raise UsageError("a nightly has no stable key", "give --version")
     return KeyParts(plan.version, plan.variant, plan.abi, plan.platform, plan.source, plan.file_name)

@@ -15,6 +15,8 @@ from doctor.emit import FORMATS
 if TYPE_CHECKING:
     from doctor.fetch.pipeline import Outcome
     from doctor.fetch.plan import Plan
+    from doctor.host import Host
+    from doctor.probe.gpu import GpuFacts
 
 EPILOG = """\b
 Examples:
@@ -87,7 +89,7 @@ def command(version, variant, abi, platform, debug, channel, url, archive, from_
                        url=url, archive=archive, from_wheel=from_wheel, index_url=index_url, mirror=mirror,
                        unlisted=unlisted, dest=dest, sha256=sha256, lock=lock, no_lock=no_lock,
                        allow_http=allow_http)
-    plan = resolve_plan(host, req)
+    plan = resolve_plan(host, req, gpu_facts=lambda: machine_gpu_facts(host))
     if dry_run:
         if as_json:
             click.echo(json.dumps({"action": "dry-run", "plan": plan.describe()}, indent=2))
@@ -178,3 +180,10 @@ def _plan_text(plan: Plan) -> str:
     for i, note in enumerate(d["notes"]):
         out.append(f"  {'why' if i == 0 else '':<9} {note}")
     return "\n".join(out)
+
+
+def machine_gpu_facts(host: Host) -> GpuFacts:
+    """This machine's GPU facts for `--variant auto` (the plan decides; the command layer probes)."""
+    from doctor.probe.gpu import detect_gpus
+
+    return detect_gpus(host)

@@ -4,6 +4,10 @@
 Findings: cuda.no-device, cuda.driver-too-old, cuda.ptx-jit, cuda.arch-unsupported,
 gpu.cpu-build, loader.library-not-found (CUDA/ROCm libraries of libtorch_cuda/libtorch_hip),
 rocm.arch-unsupported, rocm.no-device, apple.rosetta, probe.failed.
+
+Pure: facts in (GPU facts with their per-build library facts, the libtorch and Python torch
+facts, the platform), findings out. No Host, no file read; words for the probes' raw states
+come from doctor/diagnose/gpu_states.py.
 """
 
 from __future__ import annotations
@@ -11,24 +15,41 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import TYPE_CHECKING
+from typing import Any
 
-from doctor.catalog.cuda import arch_list, covers, cuda_of_variant, driver_verdict, gfx_list, release_of, version_tuple
-from doctor.host import Host
+from doctor.catalog.cuda import (
+    GPU_MAIN_LIBRARY,
+    arch_list,
+    covers,
+    cuda_of_variant,
+    driver_verdict,
+    gfx_list,
+    release_of,
+    uncovered,
+    version_tuple,
+)
+from doctor.catalog.recommend import cuda_sorted, known_releases, published_variants, recommend, rocm_sorted
+from doctor.diagnose.gpu_states import (
+    AMD_UNUSABLE_FIX,
+    amd_unusable_why,
+    mps_blocker_texts,
+    nvidia_unreachable_fix,
+    nvidia_unreachable_why,
+)
 from doctor.model import Area, Evidence, Finding, Level
-from doctor.probe.libtorch import LibtorchFacts, LibtorchInstall
-from doctor.probe.python_torch import PythonTorch
-from doctor.recommend import cuda_sorted, known_releases, published_variants, recommend_variant, rocm_sorted, uncovered
-
-if TYPE_CHECKING:
-    from doctor.probe.gpu import GpuFacts
 
 AREA = "gpu"
-# NEEDED entries that come from CUDA / ROCm rather than from libtorch itself or the C library.
-GPU_LIB_PREFIXES = (
-    "libcu", "libnv", "libnccl", "libcudnn",
-    "libamdhip", "libhip", "libroc", "libMIOpen", "librccl", "libhsa", "libamd_comgr", "libaotriton", "libmagma",
-)
+# GpuFacts, LibtorchFacts, LibtorchInstall and PythonTorch (doctor.probe.*) are read by attribute:
+# this layer imports no probe module.
+GpuFacts = Any
+
+
+@dataclass(frozen=True)
+class Platform:
+    """The machine the builds are judged for."""
+
+    system: str  # "Linux", "Darwin", "Windows"
+    machine: str  # "x86_64", "aarch64", "arm64"
 
 
 @dataclass
@@ -54,7 +75,7 @@ class Build:
         return (self.variant or "").startswith("rocm")
 
 
-def builds_of(libtorch: LibtorchFacts | None, python: PythonTorch | None) -> list[Build]:
+def builds_of(libtorch: Any, python: Any) -> list[Build]:
     out: list[Build] = []
     roots = set()
     active = libtorch.active_install if libtorch else None
@@ -76,24 +97,21 @@ def builds_of(libtorch: LibtorchFacts | None, python: PythonTorch | None) -> lis
 # -- the area --
 
 
-def gpu_area(gpu: GpuFacts | None, libtorch: LibtorchFacts | None, python: PythonTorch | None, host: Host) -> Area:
+def gpu_area(gpu: GpuFacts | None, libtorch: Any, python: Any, platform: Platform) -> Area:
+    """The GPU area: facts in (gpu.recommended and gpu.builds filled by `check`), findings out."""
     if gpu is None:
         return Area(AREA, "GPU", "not checked")
     builds = builds_of(libtorch, python)
+    disk = {b.lib_dir: b for b in gpu.builds}
     findings: list[Finding] = []
     details = _machine_details(gpu)
     findings += _machine_findings(gpu, builds)
-    ld_cache = None
     for build in builds:
-        lines, found = _judge_build(gpu, build, host)
+        lines, found = _judge_build(gpu, build, platform, disk.get(build.lib_dir or ""))
         details += lines
         findings += found
         if not build.active and build.lib_dir and (build.cuda or build.rocm):
-            if ld_cache is None:
-                from doctor.probe.loader import read_ld_cache
-
-                ld_cache = read_ld_cache(host)
-            findings += _library_findings(host, build, ld_cache)
+            findings += _library_findings(build, disk.get(build.lib_dir))
     rec = gpu.recommended
     if rec is not None:
         details.append(f"recommended variant for torch {rec.version}: {rec.variant}")
@@ -131,7 +149,7 @@ def _summary(gpu) -> str:
         parts.append("NVIDIA driver or device present")
     if nv.driver_version or nv.driver_cuda_version:
         parts.append(f"driver {nv.driver_version or 'unknown'}" + (f" (CUDA {nv.driver_cuda_version})" if nv.driver_cuda_version else ""))
-    if nv.present and not nv.reachable and nv.unreachable_reason:
+    if nv.present and not nv.reachable and nv.unreachable:
         parts.append("unreachable")
     if amd.gpus:
         parts.append(f"{len(amd.gpus)} AMD GPU{'s' * (len(amd.gpus) != 1)} ({_count([g.gfx for g in amd.gpus])})")
@@ -186,7 +204,7 @@ def _machine_details(gpu) -> list[str]:
     for d in gpu.intel.devices:
         out.append(f"Intel GPU {d} (torch's xpu wheels only; reported, not judged)")
     if gpu.apple is not None:
-        out += [f"MPS: {r}" for r in gpu.apple.reasons]
+        out += [f"MPS: {r}" for r in mps_blocker_texts(gpu.apple)]
     return out
 
 
@@ -198,11 +216,11 @@ def _level_for(builds: list[Build], kind: str) -> Level:
 def _machine_findings(gpu, builds: list[Build]) -> list[Finding]:
     nv, amd = gpu.nvidia, gpu.amd
     out: list[Finding] = []
-    if nv.present and not nv.reachable and nv.unreachable_reason:
+    if nv.present and not nv.reachable and nv.unreachable:
         out.append(Finding(
             "cuda.no-device", _level_for(builds, "cuda"), "an NVIDIA GPU or driver is present, but no GPU can be reached",
-            detail=nv.unreachable_reason,
-            fix=_no_device_fix(nv),
+            detail=nvidia_unreachable_why(nv),
+            fix=nvidia_unreachable_fix(nv),
             area=AREA, evidence=nv.evidence[:6], subject="nvidia",
         ))
     elif nv.reachable and not nv.visible_gpus:
@@ -211,12 +229,11 @@ def _machine_findings(gpu, builds: list[Build]) -> list[Finding]:
             detail=nv.visible_note, fix="unset CUDA_VISIBLE_DEVICES, or set it to the index of a GPU (nvidia-smi -L lists them)",
             area=AREA, evidence=[Evidence("env", "CUDA_VISIBLE_DEVICES", nv.visible_devices or "")], subject="CUDA_VISIBLE_DEVICES",
         ))
-    if amd.present and not amd.usable and amd.unusable_reason:
+    if amd.present and not amd.usable and amd.unusable:
         out.append(Finding(
             "rocm.no-device", _level_for(builds, "rocm"), "an AMD GPU is present, but ROCm cannot use it",
-            detail=amd.unusable_reason,
-            fix="load amdgpu and pass /dev/kfd and /dev/dri into containers (--device /dev/kfd --device /dev/dri); "
-                "add the user to the render and video groups",
+            detail=amd_unusable_why(amd),
+            fix=AMD_UNUSABLE_FIX,
             area=AREA, evidence=amd.evidence[:6], subject="amd",
         ))
     if gpu.apple is not None and gpu.apple.rosetta:
@@ -238,16 +255,6 @@ def _machine_findings(gpu, builds: list[Build]) -> list[Finding]:
     return out
 
 
-def _no_device_fix(nv) -> str:
-    if nv.smi_status == "driver/library mismatch":
-        return "reboot (or reload the nvidia kernel module) so the loaded driver matches the installed libraries"
-    if nv.libraries and not any(n[-1:].isdigit() for n in nv.device_nodes) and not nv.wsl:
-        return "in Docker: docker run --gpus all … (NVIDIA Container Toolkit); on the host: load the driver (nvidia-smi should list the GPU)"
-    if nv.device_nodes and not nv.libraries:
-        return "mount the driver libraries (NVIDIA Container Toolkit: --gpus all), or install the driver's user-space package"
-    return "install or load the NVIDIA driver until `nvidia-smi` lists the GPU; in containers: --gpus all; check CUDA_VISIBLE_DEVICES"
-
-
 # -- one build --
 
 
@@ -261,25 +268,26 @@ def _fetch_fix(build: Build, variant: str, version: str | None) -> str:
     return "\n".join(lines)
 
 
-def _judge_build(gpu, build: Build, host: Host) -> tuple[list[str], list[Finding]]:
+def _judge_build(gpu, build: Build, platform: Platform, disk) -> tuple[list[str], list[Finding]]:
     variant = build.variant or "unknown"
     if build.cuda:
-        return _judge_cuda(gpu, build, host)
+        return _judge_cuda(gpu, build, platform)
     if build.rocm:
-        return _judge_rocm(gpu, build, host)
+        return _judge_rocm(gpu, build, platform, disk)
     if variant == "cpu" or variant == "unknown" and not build.libraries:
-        return _judge_cpu(gpu, build, host)
+        return _judge_cpu(gpu, build, platform)
     if variant in ("cuda", "rocm"):
         return [f"{build.label}: a {variant.upper()} build of unknown version; its driver and architecture needs are not checked"], []
     return [f"{build.label}: variant {variant} (not judged)"], []
 
 
-def _judge_cpu(gpu, build: Build, host: Host) -> tuple[list[str], list[Finding]]:
+def _judge_cpu(gpu, build: Build, platform: Platform) -> tuple[list[str], list[Finding]]:
     if not build.version:
         return [f"{build.label}: CPU build"], []
-    rec = recommend_variant(host, build.version, gpu)
-    if rec.variant == "cpu" or not gpu.usable or host.system == "Darwin":
-        return [f"{build.label}: CPU build" + (" (fits: no usable GPU)" if not gpu.usable and host.system != "Darwin" else "")], []
+    rec = recommend(gpu, platform.system, platform.machine, version=build.version)
+    darwin = platform.system == "Darwin"
+    if rec.variant == "cpu" or not gpu.usable or darwin:
+        return [f"{build.label}: CPU build" + (" (fits: no usable GPU)" if not gpu.usable and not darwin else "")], []
     what = "NVIDIA" if rec.variant.startswith("cu") else "AMD"
     return [f"{build.label}: CPU build on a machine with a usable {what} GPU"], [Finding(
         "gpu.cpu-build", Level.WARNING, f"{build.label} is a CPU build, but this machine has a usable {what} GPU",
@@ -289,7 +297,7 @@ def _judge_cpu(gpu, build: Build, host: Host) -> tuple[list[str], list[Finding]]
     )]
 
 
-def _judge_cuda(gpu, build: Build, host: Host) -> tuple[list[str], list[Finding]]:
+def _judge_cuda(gpu, build: Build, platform: Platform) -> tuple[list[str], list[Finding]]:
     nv = gpu.nvidia
     cuda = build.cuda or ""
     lines = [f"{build.label}: CUDA {cuda} build"]
@@ -300,7 +308,7 @@ def _judge_cuda(gpu, build: Build, host: Host) -> tuple[list[str], list[Finding]
     verdict = driver_verdict(cuda, nv.driver_version, nv.driver_cuda_version, nv.driver_platform)
     lines.append(f"    driver: {verdict.status} — {verdict.why}")
     if verdict.status == "too-old":
-        alt = _older_variant_for_driver(build, nv, host)
+        alt = _older_variant_for_driver(build, nv, platform)
         alt_text = f"or fetch {alt} (the newest torch {release_of(build.version or '')} variant this driver runs)" if alt else \
             "no variant of this release runs on this driver"
         fix_lines = [f"upgrade the NVIDIA driver to ≥ {verdict.floor}"]
@@ -323,7 +331,7 @@ def _judge_cuda(gpu, build: Build, host: Host) -> tuple[list[str], list[Finding]
             fix=f"upgrade the NVIDIA driver to ≥ {verdict.toolkit}",
             area=AREA, evidence=[e for e in nv.evidence if "version" in e.source][:2] + build.evidence[:1], subject=build.label,
         ))
-    archs = arch_list(build.variant or "", build.version, host.machine)
+    archs = arch_list(build.variant or "", build.version, platform.machine)
     if archs is None:
         lines.append(f"    architectures of {build.variant} are not in the catalog: not checked")
         return lines, findings
@@ -335,7 +343,7 @@ def _judge_cuda(gpu, build: Build, host: Host) -> tuple[list[str], list[Finding]
         cover = covers(archs, g.compute_capability)
         lines.append(f"    GPU {g.index} ({g.name}, {g.compute_capability}): {'runs via ' + cover.how if cover.ok else cover.how}")
         if not cover.ok:
-            alt = _variant_with_arch(build, gpu, host)
+            alt = _variant_with_arch(build, gpu, platform)
             sm = "sm_" + g.compute_capability.replace(".", "")
             fix = _fetch_fix(build, alt[0], alt[1]) if alt else "no published variant has this architecture: build libtorch from source"
             findings.append(Finding(
@@ -355,29 +363,29 @@ def _driver_runs(variant: str, nv) -> bool:
     return v.status != "too-old"
 
 
-def _older_variant_for_driver(build: Build, nv, host: Host) -> str | None:
-    variants = cuda_sorted(published_variants(build.version or "", host.system, host.machine) or [])
+def _older_variant_for_driver(build: Build, nv, platform: Platform) -> str | None:
+    variants = cuda_sorted(published_variants(build.version or "", platform.system, platform.machine) or [])
     return next((v for v in variants if _driver_runs(v, nv)), None)
 
 
-def _variant_with_arch(build: Build, gpu, host: Host) -> tuple[str, str, str] | None:
+def _variant_with_arch(build: Build, gpu, platform: Platform) -> tuple[str, str, str] | None:
     """A variant whose architectures cover every visible GPU: this release first (one the driver
     runs, then any), else the newest release that has one. (variant, version, note)."""
     nv = gpu.nvidia
 
     def fits(variant: str, version: str) -> bool:
-        archs = arch_list(variant, version, host.machine)
+        archs = arch_list(variant, version, platform.machine)
         return archs is not None and not uncovered(archs, nv.visible_gpus)
 
     version = build.version or ""
-    same = [v for v in cuda_sorted(published_variants(version, host.system, host.machine) or []) if fits(v, version)]
+    same = [v for v in cuda_sorted(published_variants(version, platform.system, platform.machine) or []) if fits(v, version)]
     for v in same:
         if _driver_runs(v, nv):
             return v, version, f"{v} of torch {release_of(version)} has it."
     if same:
         return same[0], version, f"{same[0]} of torch {release_of(version)} has it (and needs a newer driver)."
     for release in known_releases():
-        for v in cuda_sorted(published_variants(release, host.system, host.machine) or []):
+        for v in cuda_sorted(published_variants(release, platform.system, platform.machine) or []):
             if fits(v, release):
                 newer = version_tuple(release) > version_tuple(release_of(version) or "0")
                 return v, f"{release}.0", (f"Torch {release_of(version)} has no variant for it; {v} of torch {release} has it"
@@ -385,15 +393,13 @@ def _variant_with_arch(build: Build, gpu, host: Host) -> tuple[str, str, str] | 
     return None
 
 
-def _judge_rocm(gpu, build: Build, host: Host) -> tuple[list[str], list[Finding]]:
-    from doctor.probe.rocm import build_gfx_targets
-
+def _judge_rocm(gpu, build: Build, platform: Platform, disk) -> tuple[list[str], list[Finding]]:
     amd = gpu.amd
     lines = [f"{build.label}: ROCm build ({build.variant})"]
     if not amd.gpus:
         lines.append("    no AMD GPU here: it will run on the CPU only")
         return lines, []
-    targets, ev = build_gfx_targets(host, build.lib_dir) if build.lib_dir else ([], None)
+    targets, ev = (list(disk.gfx_targets), disk.gfx_evidence) if disk is not None else ([], None)
     source = f"its rocBLAS kernels ({ev.source})" if ev else ""
     if not targets:
         row = gfx_list(build.variant or "")
@@ -406,7 +412,7 @@ def _judge_rocm(gpu, build: Build, host: Host) -> tuple[list[str], list[Finding]
     for g in amd.gpus:
         if g.gfx in targets:
             continue
-        alt = _rocm_variant_with(g.gfx, host)
+        alt = _rocm_variant_with(g.gfx, platform)
         findings.append(Finding(
             "rocm.arch-unsupported", Level.ERROR, f"{build.label} has no code for AMD GPU {g.label}",
             detail=f"It carries {' '.join(targets)} (from {source}); ROCm has no forward compatibility, so {g.gfx} fails with "
@@ -417,22 +423,20 @@ def _judge_rocm(gpu, build: Build, host: Host) -> tuple[list[str], list[Finding]
     return lines, findings
 
 
-def _rocm_variant_with(gfx: str, host: Host) -> tuple[str, str] | None:
+def _rocm_variant_with(gfx: str, platform: Platform) -> tuple[str, str] | None:
     for release in known_releases():
-        for v in rocm_sorted(published_variants(release, host.system, host.machine) or []):
+        for v in rocm_sorted(published_variants(release, platform.system, platform.machine) or []):
             row = gfx_list(v)
             if row and gfx in row.targets:
                 return v, release
     return None
 
 
-def _library_findings(host: Host, build: Build, ld_cache: dict[str, list[str]]) -> list[Finding]:
-    from doctor.probe.gpu import gpu_library_needs
-
-    main = "libtorch_cuda.so" if build.cuda else "libtorch_hip.so"
-    if not build.lib_dir or main not in build.libraries:
+def _library_findings(build: Build, disk) -> list[Finding]:
+    main = GPU_MAIN_LIBRARY["cuda" if build.cuda else "rocm"]
+    if not build.lib_dir or main not in build.libraries or disk is None or disk.main != main:
         return []
-    resolutions, ev = gpu_library_needs(host, build.lib_dir, main, ld_cache, GPU_LIB_PREFIXES)
+    resolutions, ev = disk.needed, disk.needed_evidence
     missing = [r.name for r in resolutions if r.path is None]
     if not missing:
         return []
@@ -463,24 +467,25 @@ def meets_gpu(gpu: GpuFacts | None) -> tuple[bool, str]:
         return True, f"{len(gpu.amd.gpus)} AMD GPU(s): {_count([g.gfx for g in gpu.amd.gpus])}"
     if gpu.apple is not None and gpu.apple.mps_eligible:
         return True, "Apple silicon with MPS"
-    why = nv.unreachable_reason or (nv.visible_note if nv.reachable else "") or gpu.amd.unusable_reason
-    if gpu.apple is not None and gpu.apple.reasons:
-        why = why or "; ".join(gpu.apple.reasons)
+    why = nvidia_unreachable_why(nv) or (nv.visible_note if nv.reachable else "") or amd_unusable_why(gpu.amd)
+    if gpu.apple is not None and gpu.apple.mps_blockers:
+        why = why or "; ".join(mps_blocker_texts(gpu.apple))
     return False, why or "no GPU found"
 
 
-def meets_cuda(gpu: GpuFacts | None, install: LibtorchInstall | PythonTorch | None) -> tuple[bool, str]:
+def meets_cuda(gpu: GpuFacts | None, install: Any) -> tuple[bool, str]:
     """`--require cuda`: a reachable NVIDIA GPU, and (given a build) a CUDA build whose driver
     floor is met and whose architectures cover every visible GPU."""
     if gpu is None:
         return False, "GPUs were not checked"
     nv = gpu.nvidia
     if not gpu.usable_nvidia:
-        return False, nv.unreachable_reason or (nv.visible_note if nv.reachable else "") or "no NVIDIA GPU found"
+        return False, nvidia_unreachable_why(nv) or (nv.visible_note if nv.reachable else "") or "no NVIDIA GPU found"
     if install is None:
         return True, f"{len(nv.visible_gpus)} NVIDIA GPU(s), driver {nv.driver_version or 'unknown'}"
     variant = install.variant or ""
-    version = install.version if isinstance(install, LibtorchInstall) else install.base_version
+    # a PythonTorch says "2.13.0+cu130" in `version` and the release in `base_version`
+    version = getattr(install, "base_version", None) or install.version
     cuda = cuda_of_variant(variant)
     if cuda is None:
         return False, f"the build is {variant or 'of unknown variant'}, not a CUDA build"
@@ -494,6 +499,6 @@ def meets_cuda(gpu: GpuFacts | None, install: LibtorchInstall | PythonTorch | No
     return True, f"{variant} runs on {_count([g.name for g in nv.visible_gpus])} (driver {nv.driver_version or nv.driver_cuda_version})"
 
 
-def gpu_machine(install: LibtorchInstall | PythonTorch) -> str:
+def gpu_machine(install: Any) -> str:
     """The CPU architecture the build is for (its ELF machine), x86_64 when unknown."""
     return getattr(install, "elf_machine", None) or "x86_64"

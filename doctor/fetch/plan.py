@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from doctor.catalog import releases
@@ -103,7 +105,9 @@ def default_dest(host: Host, version: str | None, platform: str, variant: str, a
     return libtorch_home(host) / (version or "nightly") / platform / leaf
 
 
-def resolve_plan(host: Host, req: FetchRequest) -> Plan:
+def resolve_plan(host: Host, req: FetchRequest, gpu_facts: Callable[[], Any] | None = None) -> Plan:
+    """`gpu_facts`: how the command layer gathers this machine's GPU facts (doctor.probe.gpu),
+    called only when `--variant auto` needs them; without it, auto means cpu."""
     notes: list[str] = []
     if req.version and "+" in req.version:  # "2.13.0+cpu": the variant rides along
         version, local = req.version.strip().split("+", 1)
@@ -142,7 +146,7 @@ def resolve_plan(host: Host, req: FetchRequest) -> Plan:
         notes.append(f"platform {platform}: from the file name {file_name}")
 
     version = _version(host, req, name_facts, notes)
-    variant = _variant(host, req, version, platform, name_facts, notes)
+    variant = _variant(host, req, version, platform, name_facts, notes, gpu_facts)
     abi = req.abi
     if abi is None and name_facts is not None and name_facts.abi:
         abi = name_facts.abi
@@ -264,7 +268,8 @@ def _version(host: Host, req: FetchRequest, name_facts, notes: list[str]) -> str
     return newest
 
 
-def _variant(host: Host, req: FetchRequest, version: str | None, platform: str, name_facts, notes: list[str]) -> str:
+def _variant(host: Host, req: FetchRequest, version: str | None, platform: str, name_facts, notes: list[str],
+             gpu_facts: Callable[[], Any] | None) -> str:
     if req.variant and req.variant != "auto":
         releases.check_variant_form(req.variant)
         return req.variant
@@ -282,8 +287,12 @@ def _variant(host: Host, req: FetchRequest, version: str | None, platform: str, 
     if platform != host_plat:
         notes.append(f"variant cpu: fetching for another platform ({platform}), so this machine's GPUs say nothing")
         return "cpu"
-    from doctor.recommend import recommend_variant
+    from doctor.catalog.recommend import BACKEND_ENV, chosen_backend, recommend
 
-    rec = recommend_variant(host, version)
+    if gpu_facts is None:
+        notes.append("variant cpu (auto): no GPU facts were gathered for this plan")
+        return "cpu"
+    rec = recommend(gpu_facts(), host.system, host.machine, version=version,
+                    backend=chosen_backend(None, host.env.get(BACKEND_ENV)))
     notes.append(f"variant {rec.variant} (auto): " + ("; ".join(rec.reasons) or "recommended for this machine"))
     return rec.variant

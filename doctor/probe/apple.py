@@ -10,11 +10,13 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from doctor.catalog.cuda import MPS_MIN_MACOS, compare_versions
 from doctor.host import Host
 from doctor.model import Evidence
 from doctor.probe.devices import ProbeProblem, why_failed
 
-MPS_MIN_MACOS = "14.0"  # what PyTorch now asks for
+# Raw states that keep MPS out of reach (AppleFacts.mps_blockers).
+MPS_BLOCKERS: tuple[str, ...] = ("not-apple-silicon", "silicon-unknown", "rosetta", "macos-too-old")
 
 
 @dataclass
@@ -24,7 +26,7 @@ class AppleFacts:
     rosetta: bool  # this process runs translated
     macos_version: str | None
     mps_eligible: bool
-    reasons: list[str] = field(default_factory=list)
+    mps_blockers: list[str] = field(default_factory=list)  # MPS_BLOCKERS that apply; words in doctor/diagnose/gpu_states.py
     problems: list[ProbeProblem] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
 
@@ -58,13 +60,11 @@ def detect_apple(host: Host, timeout: float) -> AppleFacts | None:
         facts.rosetta = parse_sysctl_flag(results["translated"].stdout) is True
         arm = parse_sysctl_flag(results["arm64"].stdout)
         facts.apple_silicon = True if facts.rosetta else arm if arm is not None else (False if results["arm64"].returncode is not None else None)
-    from doctor.catalog.cuda import compare_versions
-
     if not facts.apple_silicon:
-        facts.reasons.append("MPS needs Apple silicon" if facts.apple_silicon is False else "could not tell whether this Mac has Apple silicon")
+        facts.mps_blockers.append("not-apple-silicon" if facts.apple_silicon is False else "silicon-unknown")
     elif facts.rosetta:
-        facts.reasons.append("this Python runs under Rosetta (x86_64): MPS and the arm64 libtorch need a native arm64 process")
+        facts.mps_blockers.append("rosetta")
     if facts.macos_version and compare_versions(facts.macos_version, MPS_MIN_MACOS) < 0:
-        facts.reasons.append(f"macOS {facts.macos_version} is older than {MPS_MIN_MACOS}, which PyTorch's MPS backend needs")
-    facts.mps_eligible = bool(facts.apple_silicon) and not facts.rosetta and not facts.reasons
+        facts.mps_blockers.append("macos-too-old")
+    facts.mps_eligible = bool(facts.apple_silicon) and not facts.rosetta and not facts.mps_blockers
     return facts

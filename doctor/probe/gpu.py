@@ -1,8 +1,12 @@
-"""Every GPU of the machine, from every vendor, and the libtorch variant that fits it.
+"""Every GPU of the machine, from every vendor, and what the disk says about each torch build's
+GPU libraries.
 
 `detect_gpus` reads files first (PCI devices, the NVIDIA module, the KFD topology) and spawns
 commands only where a driver shows itself; the vendor probes run side by side, so the whole
-costs one probe timeout at worst. Facts only: the verdicts live in doctor/diagnose/gpu.py.
+costs one probe timeout at worst. `detect_gpu_builds` reads, once, what the GPU verdicts need
+from each build's tree (where its CUDA/ROCm libraries resolve, its rocBLAS gfx kernels).
+Facts only: the recommended variant is doctor/catalog/recommend.py, the verdicts
+doctor/diagnose/gpu.py; neither is imported here.
 """
 
 from __future__ import annotations
@@ -11,17 +15,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import TYPE_CHECKING
+from typing import Any
 
+from doctor.catalog.cuda import GPU_LIBRARY_PREFIXES, GPU_MAIN_LIBRARY
 from doctor.host import Host
 from doctor.model import Evidence
 from doctor.probe.apple import AppleFacts, detect_apple
 from doctor.probe.devices import PciDevice, ProbeProblem, probe_timeout, scan_pci
+from doctor.probe.loader import Resolution
 from doctor.probe.nvidia import NvidiaFacts, detect_nvidia
-from doctor.probe.rocm import RocmFacts, detect_rocm
-
-if TYPE_CHECKING:
-    from doctor.recommend import Recommendation
+from doctor.probe.rocm import RocmFacts, build_gfx_targets, detect_rocm
 
 
 @dataclass
@@ -34,12 +37,27 @@ class XpuFacts:
 
 
 @dataclass
+class BuildGpuLibraries:
+    """One torch build's GPU libraries as the disk shows them (diagnose judges them)."""
+
+    lib_dir: str
+    main: str | None = None  # "libtorch_cuda.so" | "libtorch_hip.so" when the tree has it
+    needed: list[Resolution] = field(default_factory=list)  # its CUDA/ROCm NEEDED entries, resolved in glibc's order
+    needed_evidence: Evidence | None = None
+    gfx_targets: list[str] = field(default_factory=list)  # from the bundled rocBLAS kernel files
+    gfx_evidence: Evidence | None = None
+
+
+@dataclass
 class GpuFacts:
     nvidia: NvidiaFacts
     amd: RocmFacts
     apple: AppleFacts | None
     intel: XpuFacts
-    recommended: Recommendation | None = None  # the newest variant that fits (doctor/recommend.py)
+    # The variant that fits: computed by `check` (doctor/catalog/recommend.py) after every fact is
+    # in, and kept here so the JSON report keeps `facts.gpu.recommended`. Probes never set it.
+    recommended: Any = None
+    builds: list[BuildGpuLibraries] = field(default_factory=list)  # per torch build (detect_gpu_builds)
     timeout_s: float = 5.0  # each subprocess's limit (DOCTOR_PROBE_TIMEOUT)
     seconds: float = 0.0  # how long detection took
     problems: list[ProbeProblem] = field(default_factory=list)
@@ -64,10 +82,9 @@ def detect_xpu(pci: list[PciDevice]) -> XpuFacts:
     return facts
 
 
-def detect_gpus(host: Host, recommend: bool = True, backend: str | None = None,
-                ld_cache: dict[str, list[str]] | None = None) -> GpuFacts:
-    """Every vendor's GPUs, probed side by side, and (unless `recommend` is False) the variant that fits.
-    `ld_cache` is the parsed /etc/ld.so.cache when the caller has already read it."""
+def detect_gpus(host: Host, ld_cache: dict[str, list[str]] | None = None) -> GpuFacts:
+    """Every vendor's GPUs, probed side by side. `ld_cache` is the parsed /etc/ld.so.cache when
+    the caller has already read it."""
     from doctor.probe.loader import read_ld_cache
 
     start = time.monotonic()
@@ -81,16 +98,41 @@ def detect_gpus(host: Host, recommend: bool = True, backend: str | None = None,
         apple = pool.submit(detect_apple, host, timeout)
         facts = GpuFacts(nvidia.result(), amd.result(), apple.result(), detect_xpu(pci), timeout_s=timeout)
     facts.problems = [*facts.nvidia.problems, *facts.amd.problems, *(facts.apple.problems if facts.apple else [])]
-    if recommend:
-        from doctor.recommend import recommend_variant
-
-        facts.recommended = recommend_variant(host, None, facts, backend=backend)
     facts.seconds = round(time.monotonic() - start, 3)
     return facts
 
 
+def detect_gpu_builds(host: Host, libtorch: Any, python: Any, ld_cache: dict[str, list[str]]) -> list[BuildGpuLibraries]:
+    """For each torch build on disk (libtorch candidates, the Python torch's tree): where the
+    loader finds the CUDA/ROCm libraries of libtorch_cuda / libtorch_hip (skipped for the active
+    install: the loader probe resolves it), and the gfx targets of a ROCm build's rocBLAS."""
+    out: list[BuildGpuLibraries] = []
+    seen: set[str] = set()
+    active = libtorch.active_install if libtorch is not None else None
+    for install in (libtorch.candidates if libtorch is not None else []):
+        if not install.exists or not install.lib_dir or str(install.lib_dir) in seen:
+            continue
+        seen.add(str(install.lib_dir))
+        libraries = list(install.libraries)
+        main = next((m for m in GPU_MAIN_LIBRARY.values() if m in libraries), None)
+        facts = BuildGpuLibraries(str(install.lib_dir), main)
+        if main and install is not active:
+            facts.needed, facts.needed_evidence = gpu_library_needs(host, str(install.lib_dir), main, ld_cache)
+        rocm = (install.variant or "").startswith("rocm") or main == GPU_MAIN_LIBRARY["rocm"]
+        if rocm:
+            facts.gfx_targets, facts.gfx_evidence = build_gfx_targets(host, str(install.lib_dir))
+        if main or rocm:
+            out.append(facts)
+    if python is not None and python.libtorch_root and (python.variant or "").startswith("rocm"):
+        lib_dir = str(PurePath(python.location) / "lib")
+        if lib_dir not in seen:
+            targets, ev = build_gfx_targets(host, lib_dir)
+            out.append(BuildGpuLibraries(lib_dir, None, gfx_targets=targets, gfx_evidence=ev))
+    return out
+
+
 def gpu_library_needs(host: Host, lib_dir: str, library: str, ld_cache: dict[str, list[str]],
-                      prefixes: tuple[str, ...]) -> tuple[list, Evidence | None]:
+                      prefixes: tuple[str, ...] = GPU_LIBRARY_PREFIXES) -> tuple[list[Resolution], Evidence | None]:
     """Where the loader finds the CUDA/ROCm libraries (NEEDED entries starting with `prefixes`) of
     libtorch_cuda.so / libtorch_hip.so, in glibc's order. Reads only the dynamic section."""
     from doctor.probe.loader import resolve_needed

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
+from doctor.catalog.cuda import DRIVER_LIBRARIES, NVML_LIBRARIES
 from doctor.host import Host, RunResult
 from doctor.model import Evidence
 from doctor.probe.devices import PciDevice, ProbeProblem, why_failed
@@ -31,9 +32,36 @@ LIB_DIRS = (
     "/usr/lib64/nvidia", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
     WSL_LIB, NIXOS_LIB,
 )
-CUDA_LIBS = ("libcuda.so.1", "libcuda.so")
-NVML_LIBS = ("libnvidia-ml.so.1",)
+CUDA_LIBS = DRIVER_LIBRARIES
+NVML_LIBS = NVML_LIBRARIES
 OVERRIDE = "DOCTOR_CUDA_DRIVER_VERSION"
+SMI = "nvidia-smi"
+NVML = "NVML"
+LIBCUDA = "libcuda cuDriverGetVersion"
+DERIVED = "derived from the driver version (toolkit table)"
+ENV_OVERRIDE = f"env {OVERRIDE}"
+
+# Which source's answer wins when several report the driver version, first first (like
+# libtorch's candidate precedence): the user's override, then the kernel module's own files
+# (they name the driver actually loaded), then what user space reports.
+DRIVER_VERSION_PRECEDENCE: tuple[str, ...] = (ENV_OVERRIDE, MODULE_VERSION, PROC_VERSION, SMI, NVML)
+# The same for the newest CUDA version the driver supports: the driver's own answer beats a
+# derivation from the toolkit table.
+DRIVER_CUDA_PRECEDENCE: tuple[str, ...] = (ENV_OVERRIDE, LIBCUDA, NVML, DERIVED)
+
+# Raw states of "NVIDIA present but no GPU reachable" (NvidiaFacts.unreachable); the words and
+# fixes for each live in doctor/diagnose/gpu_states.py.
+UNREACHABLE_STATES: tuple[str, ...] = (
+    "smi-no-driver",  # nvidia-smi: couldn't communicate with the NVIDIA driver
+    "smi-mismatch",  # nvidia-smi: Driver/library version mismatch
+    "smi-no-devices",  # nvidia-smi: No devices were found
+    "cuinit-failed",  # cuInit returned an error (see cuda_init)
+    "no-device-node",  # driver library here, no /dev/nvidiaN (container without --gpus)
+    "no-driver-libraries",  # /dev/nvidiaN here, no libcuda.so.1 (libraries not mounted)
+    "driver-not-loaded",  # a card on the PCI bus, no NVIDIA kernel module
+    "no-tools",  # the module is loaded but neither nvidia-smi nor libcuda exists
+    "no-gpu-reported",  # the driver answered without any GPU
+)
 CHILD_NAME = "the libcuda child process"
 
 CUDA_ERRORS = {
@@ -92,7 +120,11 @@ class NvidiaFacts:
     wsl: bool = False
     nixos: bool = False
     reachable: bool = False  # the driver answered and reported at least one GPU
-    unreachable_reason: str = ""  # why GPUs that exist cannot be used ("" also when a probe failed: unknown)
+    unreachable: str = ""  # one of UNREACHABLE_STATES when present but not reachable ("" also when a probe failed: unknown)
+    pci_addresses: list[str] = field(default_factory=list)  # NVIDIA cards on the PCI bus
+    pci_bound_drivers: list[str] = field(default_factory=list)  # kernel drivers bound to them ("nouveau", "vfio-pci")
+    driver_versions: dict[str, str] = field(default_factory=dict)  # what each source said; DRIVER_VERSION_PRECEDENCE picks
+    driver_cuda_versions: dict[str, str] = field(default_factory=dict)  # the same for the CUDA version
     override: str | None = None  # DOCTOR_CUDA_DRIVER_VERSION, as set
     driver_signs: list[str] = field(default_factory=list)  # what showed an NVIDIA driver before any command ran
     problems: list[ProbeProblem] = field(default_factory=list)
@@ -377,9 +409,9 @@ def _read_override(host: Host, facts: NvidiaFacts) -> None:
     ev = Evidence("env", OVERRIDE, raw)
     facts.evidence.append(ev)
     if driver:
-        facts.driver_version, facts.driver_version_source = driver, f"env {OVERRIDE}"
+        facts.driver_versions[ENV_OVERRIDE] = driver
     if cuda:
-        facts.driver_cuda_version, facts.driver_cuda_source = cuda, f"env {OVERRIDE}"
+        facts.driver_cuda_versions[ENV_OVERRIDE] = cuda
 
 
 def _read_files(host: Host, facts: NvidiaFacts, pci: list[PciDevice], ld_cache: dict[str, list[str]]) -> None:
@@ -398,8 +430,7 @@ def _read_files(host: Host, facts: NvidiaFacts, pci: list[PciDevice], ld_cache: 
         facts.evidence.append(Evidence("file", MODULE_VERSION, version))
         facts.driver_signs.append(MODULE_VERSION)
         facts.present = True
-        if not facts.driver_version:
-            facts.driver_version, facts.driver_version_source = version, MODULE_VERSION
+        facts.driver_versions[MODULE_VERSION] = version
     text = host.read_text(PROC_VERSION, limit=4096)
     if text:
         proc_driver, module = parse_proc_version(text)
@@ -407,8 +438,8 @@ def _read_files(host: Host, facts: NvidiaFacts, pci: list[PciDevice], ld_cache: 
         facts.driver_signs.append(PROC_VERSION)
         facts.present = True
         facts.kernel_module = module or "unknown"
-        if proc_driver and not facts.driver_version:
-            facts.driver_version, facts.driver_version_source = proc_driver, PROC_VERSION
+        if proc_driver:
+            facts.driver_versions[PROC_VERSION] = proc_driver
     for i, pci_dir in enumerate(host.listdir(PROC_GPUS)):
         info = parse_proc_gpu_information(host.read_text(PurePath(PROC_GPUS) / pci_dir / "information", limit=8192) or "")
         if info.get("Model"):
@@ -422,6 +453,9 @@ def _read_files(host: Host, facts: NvidiaFacts, pci: list[PciDevice], ld_cache: 
         if dev.vendor == "nvidia":
             facts.present = True
             facts.pci_devices.append(dev.label)
+            facts.pci_addresses.append(dev.address)
+            if dev.driver and dev.driver not in facts.pci_bound_drivers:
+                facts.pci_bound_drivers.append(dev.driver)
             facts.evidence.append(Evidence("file", f"/sys/bus/pci/devices/{dev.address}", dev.label))
     facts.device_nodes = [f"/dev/{n}" for n in host.listdir("/dev") if re.fullmatch(r"nvidia(\d+|ctl|-uvm)", n)]
     if facts.wsl and host.exists("/dev/dxg"):
@@ -524,8 +558,8 @@ def _take_smi(facts: NvidiaFacts, first: RunResult, fields: tuple[str, ...], ret
             )
         )
         driver = row.get("driver_version")
-        if driver and not facts.driver_version:
-            facts.driver_version, facts.driver_version_source = driver, "nvidia-smi"
+        if driver and SMI not in facts.driver_versions:
+            facts.driver_versions[SMI] = driver
     facts.gpus = gpus  # nvidia-smi's list supersedes /proc's names
 
 
@@ -553,15 +587,15 @@ def _take_child(facts: NvidiaFacts, result: RunResult) -> None:
     if report.driver_cuda is not None:
         version = parse_cuda_version(report.driver_cuda)
         facts.evidence.append(Evidence("command", f"cuDriverGetVersion ({shown})", str(report.driver_cuda)))
-        if version and not facts.driver_cuda_version:
-            facts.driver_cuda_version, facts.driver_cuda_source = version, "libcuda cuDriverGetVersion"
+        if version:
+            facts.driver_cuda_versions[LIBCUDA] = version
     elif report.nvml_cuda:
         version = parse_cuda_version(report.nvml_cuda)
         facts.evidence.append(Evidence("command", f"nvmlSystemGetCudaDriverVersion_v2 ({shown})", str(report.nvml_cuda)))
-        if version and not facts.driver_cuda_version:
-            facts.driver_cuda_version, facts.driver_cuda_source = version, "NVML"
-    if report.nvml_driver and not facts.driver_version:
-        facts.driver_version, facts.driver_version_source = report.nvml_driver, "NVML"
+        if version:
+            facts.driver_cuda_versions[NVML] = version
+    if report.nvml_driver:
+        facts.driver_versions[NVML] = report.nvml_driver
     if report.cu_init is not None:
         facts.cuda_init = cuda_error(report.cu_init)
         facts.evidence.append(Evidence("command", f"cuInit ({shown})", facts.cuda_init))
@@ -586,19 +620,29 @@ def _take_child(facts: NvidiaFacts, result: RunResult) -> None:
                 gpu.evidence.append(Evidence("command", f"cuDeviceGetAttribute ({shown})", f"compute capability {d['cc']}"))
 
 
+def first_by_precedence(said: dict[str, str], precedence: tuple[str, ...]) -> tuple[str | None, str]:
+    """(value, source) of the first source in `precedence` that said something."""
+    for source in precedence:
+        if said.get(source):
+            return said[source], source
+    return None, ""
+
+
 def _settle(host: Host, facts: NvidiaFacts, pci: list[PciDevice]) -> None:
-    """Reachability, visibility and the derived CUDA version, once every source has spoken."""
+    """Versions by precedence, reachability and visibility, once every source has spoken."""
     from doctor.catalog.cuda import cuda_for_driver
 
-    if facts.driver_version and not facts.driver_cuda_version:
+    facts.driver_version, facts.driver_version_source = first_by_precedence(facts.driver_versions, DRIVER_VERSION_PRECEDENCE)
+    if facts.driver_version:
         derived = cuda_for_driver(facts.driver_version, facts.driver_platform)
         if derived:
-            facts.driver_cuda_version, facts.driver_cuda_source = derived, "derived from the driver version (toolkit table)"
+            facts.driver_cuda_versions[DERIVED] = derived
+    facts.driver_cuda_version, facts.driver_cuda_source = first_by_precedence(facts.driver_cuda_versions, DRIVER_CUDA_PRECEDENCE)
     listed = [g for g in facts.gpus if g.source != PROC_GPUS]
     answered = facts.smi_status == "ok" or (facts.cuda_init == "CUDA_SUCCESS")
     facts.reachable = bool(listed) and answered
     if not facts.reachable and facts.present:
-        facts.unreachable_reason = _why_unreachable(host, facts, pci)
+        facts.unreachable = _unreachable_state(host, facts)
     cvd = host.env.get("CUDA_VISIBLE_DEVICES")
     facts.visible_devices = cvd
     if facts.gpus:
@@ -617,33 +661,27 @@ def _settle(host: Host, facts: NvidiaFacts, pci: list[PciDevice]) -> None:
             facts.evidence.append(Evidence("env", "CUDA_VISIBLE_DEVICES", cvd))
 
 
-def _why_unreachable(host: Host, facts: NvidiaFacts, pci: list[PciDevice]) -> str:
-    if facts.smi_status in ("no driver", "driver/library mismatch"):
-        return f"nvidia-smi: {facts.smi_message}"
+def _unreachable_state(host: Host, facts: NvidiaFacts) -> str:
+    """Which raw state keeps the GPUs out of reach (UNREACHABLE_STATES); "" = unknown, because a
+    probe failed (reported as such: probe.failed)."""
+    if facts.smi_status == "no driver":
+        return "smi-no-driver"
+    if facts.smi_status == "driver/library mismatch":
+        return "smi-mismatch"
     if facts.smi_status == "no devices":
-        return "the driver is loaded but reports no GPU (nvidia-smi: No devices were found)"
+        return "smi-no-devices"
     if facts.cuda_init and facts.cuda_init != "CUDA_SUCCESS":
-        hint = {
-            "CUDA_ERROR_NO_DEVICE (100)": "no GPU reachable from here",
-            "CUDA_ERROR_STUB_LIBRARY (34)": "the libcuda found is the toolkit's link stub, not the driver's",
-            "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803)": "the kernel module and libcuda are from different driver versions",
-        }.get(facts.cuda_init, "")
-        return f"cuInit failed: {facts.cuda_init}" + (f" — {hint}" if hint else "")
+        return "cuinit-failed"
     linux = host.system == "Linux" and not facts.wsl
     nodes = [n for n in facts.device_nodes if re.search(r"nvidia\d+$", n)]
     if linux and facts.libraries and not nodes:
-        return (f"the driver library {facts.libraries[0]} is here but no /dev/nvidia* device node: "
-                "the GPU is not passed into this container (docker run --gpus all), or the driver is not loaded")
+        return "no-device-node"
     if linux and nodes and not facts.libraries:
-        return ("/dev/nvidia* device nodes exist but no libcuda.so.1: the driver's user-space libraries are not "
-                "mounted (NVIDIA Container Toolkit) or not installed" + (f"; NixOS keeps them in {NIXOS_LIB}" if facts.nixos else ""))
-    cards = [d for d in pci if d.vendor == "nvidia"]
-    if cards and not any(s in facts.driver_signs for s in (MODULE_VERSION, PROC_VERSION)):
-        bound = {d.driver for d in cards}
-        return (f"an NVIDIA GPU is on the PCI bus ({cards[0].address}) but the NVIDIA driver is not loaded"
-                + (f" (bound to {', '.join(sorted(b for b in bound if b))})" if any(bound) else ""))
+        return "no-driver-libraries"
+    if facts.pci_addresses and not any(s in facts.driver_signs for s in (MODULE_VERSION, PROC_VERSION)):
+        return "driver-not-loaded"
     if facts.smi_status in ("timed out", "failed") or facts.problems:
-        return ""  # unknown, not unreachable: the failed probe is reported as such (probe.failed)
+        return ""
     if not facts.nvidia_smi and not facts.libraries:
-        return "the NVIDIA kernel module is loaded but neither nvidia-smi nor libcuda.so.1 is installed"
-    return "the driver did not report any GPU"
+        return "no-tools"
+    return "no-gpu-reported"

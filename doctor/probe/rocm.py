@@ -19,6 +19,13 @@ from doctor.probe.devices import PciDevice, ProbeProblem, why_failed
 TOPOLOGY = "/sys/class/kfd/kfd/topology/nodes"
 KFD = "/dev/kfd"
 ROCM_VERSION = "/opt/rocm/.info/version"
+# Raw states of "AMD GPU present but ROCm cannot use it" (RocmFacts.unusable).
+UNUSABLE_STATES: tuple[str, ...] = (
+    "kfd-missing",  # the KFD topology lists GPUs, /dev/kfd is absent (not passed into the container)
+    "no-kfd",  # a card on the PCI bus, no KFD at all (amdgpu not loaded, or not passed in)
+    "kfd-not-writable",  # /dev/kfd exists, this user cannot open it
+    "no-gfx-target",  # /dev/kfd usable, no GPU with a gfx target
+)
 
 
 @dataclass
@@ -46,7 +53,7 @@ class RocmFacts:
     pci_devices: list[str] = field(default_factory=list)
     visible_devices: str | None = None  # HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES
     usable: bool = False
-    unusable_reason: str = ""
+    unusable: str = ""  # one of UNUSABLE_STATES when present but not usable; words in doctor/diagnose/gpu_states.py
     problems: list[ProbeProblem] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
 
@@ -128,7 +135,7 @@ def detect_rocm(host: Host, pci: list[PciDevice], timeout: float) -> RocmFacts:
     facts.visible_devices = host.env.get("HIP_VISIBLE_DEVICES") or host.env.get("ROCR_VISIBLE_DEVICES")
     facts.usable = bool(facts.gpus) and facts.kfd_writable
     if facts.present and not facts.usable:
-        facts.unusable_reason = _why_unusable(facts)
+        facts.unusable = _unusable_state(facts)
     return facts
 
 
@@ -149,14 +156,12 @@ def _enumerate_agents(host: Host, facts: RocmFacts, timeout: float) -> None:
             facts.gpus.append(AmdGpu(i, gfx, 0, evidence=[Evidence("command", result.command, gfx)]))
 
 
-def _why_unusable(facts: RocmFacts) -> str:
+def _unusable_state(facts: RocmFacts) -> str:
     if not facts.kfd:
-        if facts.gpus:
-            return "the KFD topology lists AMD GPUs but /dev/kfd is missing: pass it into the container (--device /dev/kfd --device /dev/dri)"
-        return "an AMD GPU is on the PCI bus but /dev/kfd is missing: the amdgpu driver is not loaded, or /dev/kfd is not passed into the container"
+        return "kfd-missing" if facts.gpus else "no-kfd"
     if not facts.kfd_writable:
-        return "/dev/kfd is not writable by this user: add the user to the 'render' (and 'video') group"
-    return "no AMD GPU with a gfx target in the KFD topology"
+        return "kfd-not-writable"
+    return "no-gfx-target"
 
 
 def build_gfx_targets(host: Host, lib_dir: str) -> tuple[list[str], Evidence | None]:

@@ -153,7 +153,7 @@ def test_problems_only_one_side_has():
         ("not json", "not JSON"),
         ('{"schema": "something-else"}', "not a torch-doctor report"),
         (json.dumps({**report(), "command": "explain"}), "a `doctor explain` report"),
-        (json.dumps({**report(), "schema_version": 99}), "report schema version 99, this doctor reads up to 1"),
+        (json.dumps({**report(), "schema_version": 99}), "report schema version 99, this doctor reads up to 2"),
     ],
 )
 def test_bad_inputs_exit_2(tmp_path, content, message):

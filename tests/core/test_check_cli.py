@@ -41,7 +41,7 @@ def test_json_agrees_with_torch_itself(report, wheel_root):
 
 
 def test_json_has_loader_toolchain_and_schema(report):
-    assert report["schema"] == "torch-doctor/report" and report["schema_version"] == 1
+    assert report["schema"] == "torch-doctor/report" and report["schema_version"] == 2
     names = [lib["library"] for lib in report["facts"]["loader"]["libraries"]]
     assert names[:3] == ["libc10.so", "libtorch.so", "libtorch_cpu.so"]
     gxx = next(c for c in report["facts"]["toolchain"]["compilers"] if c["name"] == "g++")

@@ -139,9 +139,7 @@ def libtorch_tree(machine: FakeMachine, path: str, version: str, variant: str, l
 def check_gpu(fake: FakeMachine, env: dict | None = None, trees: dict[str, tuple[str, str]] | None = None, **kw):
     """detect + judge as `doctor check` does: (gpu facts, GPU area). `trees` maps a path to
     (version, variant); the first is named by LIBTORCH, the others are found by CMAKE_PREFIX_PATH."""
-    from doctor.diagnose.gpu import gpu_area
-    from doctor.probe.gpu import detect_gpus
-    from doctor.probe.libtorch import detect_libtorch
+    from doctor.check import gpu_report
 
     env = dict(env or {})
     for i, (path, (version, variant)) in enumerate((trees or {}).items()):
@@ -154,10 +152,8 @@ def check_gpu(fake: FakeMachine, env: dict | None = None, trees: dict[str, tuple
             (fake.root / path.lstrip("/") / "share/cmake/Torch").mkdir(parents=True, exist_ok=True)
             (fake.root / path.lstrip("/") / "share/cmake/Torch/TorchConfig.cmake").write_text("")
             env["CMAKE_PREFIX_PATH"] = ":".join(filter(None, [env.get("CMAKE_PREFIX_PATH"), path]))
-    host = fake.host(env, **kw)
-    gpu = detect_gpus(host)
-    libtorch = detect_libtorch(host, None)
-    return gpu, gpu_area(gpu, libtorch, None, host)
+    gpu, _python, _libtorch, area = gpu_report(fake.host(env, **kw))
+    return gpu, area
 
 
 def findings(area, finding_id: str | None = None):

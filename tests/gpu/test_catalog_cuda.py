@@ -31,10 +31,21 @@ REFERENCE_FLOORS = {
     ("11.1", "11.8"): ("450.80.02", "452.39"),
     ("11.0", "11.0"): ("450.36.06", "451.22"),
 }
+# NVIDIA CUDA Toolkit release notes, "CUDA Toolkit and Corresponding Driver Versions", the GA
+# rows (Linux x86_64, Windows x86_64; "N/A" = None). docs/gpu.md quotes the same rows.
 REFERENCE_TOOLKITS = {
-    "11.8": ("520.61.05", "520.06"), "12.1": ("530.30.02", "531.14"), "12.4": ("550.54.14", "551.61"),
-    "12.6": ("560.28.03", "560.76"), "12.8": ("570.26", "570.65"), "12.9": ("575.51.03", "576.02"),
-    "13.0": ("580.65.06", None), "13.1": ("590.44.01", None),
+    "11.8": ("520.61.05", "520.06"),  # CUDA 11.8 GA
+    "12.0": ("525.60.13", "527.41"),  # CUDA 12.0 GA
+    "12.1": ("530.30.02", "531.14"),  # CUDA 12.1 GA
+    "12.2": ("535.54.03", "536.25"),  # CUDA 12.2 GA
+    "12.3": ("545.23.06", "545.84"),  # CUDA 12.3 GA
+    "12.4": ("550.54.14", "551.61"),  # CUDA 12.4 GA
+    "12.5": ("555.42.02", "555.85"),  # CUDA 12.5 GA
+    "12.6": ("560.28.03", "560.76"),  # CUDA 12.6 GA
+    "12.8": ("570.26", "570.65"),  # CUDA 12.8 GA
+    "12.9": ("575.51.03", "576.02"),  # CUDA 12.9 GA
+    "13.0": ("580.65.06", None),  # CUDA 13.0 GA
+    "13.1": ("590.44.01", None),  # CUDA 13.1 GA
 }
 M2H = "5.0 6.0 7.0 7.5 8.0 8.6 9.0"
 REFERENCE_ARCHS = {
@@ -62,6 +73,37 @@ def test_toolkit_driver_row(cuda):
     assert TOOLKIT_DRIVERS[cuda] == REFERENCE_TOOLKITS[cuda]
     # the toolkit's own driver is never below its line's floor
     assert compare_versions(TOOLKIT_DRIVERS[cuda][0], driver_floor(cuda).linux) >= 0
+    linux, windows = TOOLKIT_DRIVERS[cuda]
+    # its own GA driver is exactly where the table starts saying this CUDA version...
+    assert cuda_for_driver(linux) == cuda
+    if windows:
+        assert cuda_for_driver(windows, "windows") == cuda
+    # ...and one patch below, an older toolkit (or none) is all it supports
+    assert cuda_for_driver(_one_below(linux)) != cuda
+
+
+def _one_below(driver: str) -> str:
+    """"535.54.03" → "535.54.02"; "570.26" → "570.25"; "580.65.06" → "580.65.05"."""
+    parts = driver.split(".")
+    last = int(parts[-1])
+    if last == 0:
+        return f"{parts[0]}.{int(parts[1]) - 1}.99"
+    return ".".join([*parts[:-1], str(last - 1).zfill(len(parts[-1]))])
+
+
+def test_toolkit_table_has_every_minor_from_11_8_to_the_newest():
+    # 12.7 was never released; any other gap makes a driver read as an older CUDA
+    minors = sorted(TOOLKIT_DRIVERS, key=lambda c: tuple(map(int, c.split("."))))
+    assert minors == ["11.8", "12.0", "12.1", "12.2", "12.3", "12.4", "12.5", "12.6", "12.8", "12.9", "13.0", "13.1"]
+
+
+@pytest.mark.parametrize("driver, cuda", [
+    ("525.60.13", "12.0"),  # issue 13: read as 11.8 while the 12.0 row was missing
+    ("535.104.05", "12.2"),  # issue 13: read as 12.1 while the 12.2 row was missing
+    ("545.23.08", "12.3"), ("555.42.06", "12.5"), ("550.144.03", "12.4"), ("520.61.05", "11.8"),
+])
+def test_drivers_between_the_old_rows(driver, cuda):
+    assert cuda_for_driver(driver) == cuda
 
 
 @pytest.mark.parametrize("row", ARCH_LISTS, ids=lambda r: f"{r.variant} {r.first}-{r.last} {r.machine}")

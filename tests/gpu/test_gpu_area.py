@@ -11,12 +11,11 @@ import pytest
 
 from gpu_fakes import PROC_OPEN, SMI_5090, SMI_H200, SMI_MIXED, SMI_NO_DRIVER, check_gpu, findings
 
-from doctor.diagnose.gpu import gpu_area, meets_cuda, meets_gpu
+from doctor.check import gpu_report
+from doctor.diagnose.gpu import Platform, gpu_area, meets_cuda, meets_gpu
 from doctor.host import Host
 from doctor.model import Level, to_jsonable
-from doctor.probe.gpu import detect_gpus
 from doctor.probe.libtorch import detect_libtorch
-from doctor.probe.python_torch import detect_python_torch
 
 
 def h200(machine, driver="570.124.06"):
@@ -26,12 +25,11 @@ def h200(machine, driver="570.124.06"):
 
 def test_no_gpu_here_the_area_says_so_and_adds_little():
     host = Host.from_system()
-    python = detect_python_torch(host)
-    libtorch = detect_libtorch(host, python)
-    if detect_gpus(host).nvidia.present or detect_gpus(host).amd.present:  # also: imports done
+    gpu, python, libtorch, _ = gpu_report(host)  # also: imports done
+    if gpu.nvidia.present or gpu.amd.present:
         pytest.skip("this machine has a GPU: the no-GPU fast path is not what runs here")
     start = time.perf_counter()
-    area = gpu_area(detect_gpus(host), libtorch, python, host)
+    area = gpu_area(gpu, libtorch, python, Platform(host.system, host.machine))
     took = time.perf_counter() - start
     assert area.summary.startswith("no GPU found") and area.summary.endswith("recommended: cpu")
     assert area.findings == []
@@ -85,9 +83,8 @@ def test_python_cpu_torch_on_a_gpu_machine_gets_a_pip_fix(machine):
     (site / "torch").mkdir(parents=True)
     (site / "torch/version.py").write_text("__version__ = '2.13.0+cpu'\ndebug = False\ncuda = None\nhip = None\n")
     host = machine.host(sys_path=["/venv/lib/python3.11/site-packages"])
-    python = detect_python_torch(host)
-    gpu = detect_gpus(host)
-    area = gpu_area(gpu, detect_libtorch(host, python), python, host)
+    gpu, python, _, area = gpu_report(host)
+    assert python is not None and python.variant == "cpu"
     (f,) = findings(area, "gpu.cpu-build")
     assert "pip install --force-reinstall torch==2.13.0 --index-url https://download.pytorch.org/whl/cu13" in f.fix
     assert gpu.recommended.version == "2.13.0"  # the installed Python torch's
@@ -173,7 +170,10 @@ def test_unresolved_cuda_libraries_of_a_second_libtorch(machine, tmp_path):
     _, area = check_gpu(machine, trees={"/opt/active": ("2.8.0", "cpu"), "/opt/other": ("2.8.0", "cu128")})
     assert findings(area, "loader.library-not-found") == []  # empty placeholder file: nothing to read
     shutil.copy(torch_cuda, machine.root / "opt/other/lib/libtorch_cuda.so")
-    _, area = check_gpu(machine, trees={"/opt/active": ("2.8.0", "cpu"), "/opt/other": ("2.8.0", "cu128")})
+    gpu, area = check_gpu(machine, trees={"/opt/active": ("2.8.0", "cpu"), "/opt/other": ("2.8.0", "cu128")})
+    # read once by the probe, as facts: the verdict below is made from them, not from the disk
+    (other,) = [b for b in gpu.builds if b.lib_dir == "/opt/other/lib"]
+    assert other.main == "libtorch_cuda.so" and [(r.name, r.path) for r in other.needed] == [("libcudart.so.12", None)]
     (f,) = findings(area, "loader.library-not-found")
     assert "libcudart.so.12" in f.title and f.level is Level.ERROR and "RUNPATH $ORIGIN" in f.evidence[0].excerpt
     shutil.copy(tmp_path / "libcudart.so.12", machine.root / "opt/other/lib/libcudart.so.12")  # found via $ORIGIN

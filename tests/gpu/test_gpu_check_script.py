@@ -54,6 +54,8 @@ def test_gpu_check_agrees_with_nvidia_smi(machine, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert re.search(r"GPU 0 compute cap\.\s+9\.0\s+9\.0\s+-\s+ok", result.stdout), result.stdout
     assert "The doctor agrees with nvidia-smi." in result.stdout
+    # the driver-version precedence's inputs are shown and compared one by one
+    assert re.search(r"driver by nvidia-smi\s+570\.124\.06\s+570\.124\.06\s+-\s+ok", result.stdout), result.stdout
     assert "warning: [gpu.cpu-build]" in result.stdout  # this machine's torch is the CPU wheel
     gpu = json.loads((tmp_path / "out/doctor.json").read_text())["facts"]["gpu"]  # `doctor check --json`, for real
     assert gpu["nvidia"]["gpus"][0]["name"] == "NVIDIA H200" and gpu["nvidia"]["driver_version"] == "570.124.06"

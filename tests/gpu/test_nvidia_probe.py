@@ -20,6 +20,8 @@ from gpu_fakes import (
 
 from doctor.errors import DoctorError
 from doctor.host import Host
+from doctor.check import gpu_report
+from doctor.diagnose.gpu_states import nvidia_unreachable_why as why
 from doctor.probe.gpu import detect_gpus
 
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
@@ -35,7 +37,7 @@ def test_no_gpu_spawns_nothing_and_says_cpu(machine):
     # The driver child would run through this python and leave a mark: nothing may run here.
     marker = machine.root / "ran"
     machine.script("/bin/fake-python", f"{shutil.which('touch')} {marker}\n")
-    gpu = detect_gpus(machine.host(python=str(machine.root / "bin/fake-python")))
+    gpu, _python, _libtorch, _area = gpu_report(machine.host(python=str(machine.root / "bin/fake-python")))
     assert not marker.exists()
     assert not gpu.nvidia.present and not gpu.amd.present and gpu.apple is None
     assert gpu.nvidia.smi_status == "not run" and gpu.nvidia.gpus == []
@@ -114,7 +116,8 @@ def test_nvidia_smi_cannot_reach_the_driver(machine):
     machine.command("nvidia-smi", default=(SMI_NO_DRIVER, 9))
     nv = detect_gpus(machine.host()).nvidia
     assert nv.present and not nv.reachable and nv.smi_status == "no driver"
-    assert "couldn't communicate with the NVIDIA driver" in nv.unreachable_reason
+    assert nv.unreachable == "smi-no-driver"
+    assert "couldn't communicate with the NVIDIA driver" in why(nv)
 
 
 def test_nvidia_smi_hanging_is_reported_and_the_check_completes_in_about_the_timeout(machine):
@@ -177,7 +180,7 @@ def test_proc_gpu_information_names_gpus_but_does_not_make_them_reachable(machin
                  "Model: \t\t NVIDIA H200\nIRQ:   \t\t 143\nBus Location: \t 0000:19:00.0\nDevice Minor: \t 0\n")
     nv = detect_gpus(machine.host()).nvidia
     assert [g.name for g in nv.gpus] == ["NVIDIA H200"] and nv.gpus[0].source == "/proc/driver/nvidia/gpus"
-    assert not nv.reachable and nv.unreachable_reason
+    assert not nv.reachable and nv.unreachable == "no-tools" and why(nv)
 
 
 def test_wsl_uses_the_windows_driver_from_usr_lib_wsl(machine):
@@ -198,14 +201,16 @@ def test_container_with_driver_library_but_no_device_nodes(machine, libcuda):
     nv = detect_gpus(machine.host()).nvidia
     assert nv.present and not nv.reachable
     assert nv.cuda_init == "CUDA_ERROR_NO_DEVICE (100)"
-    assert "cuInit failed: CUDA_ERROR_NO_DEVICE (100)" in nv.unreachable_reason
+    assert nv.unreachable == "cuinit-failed"
+    assert "cuInit failed: CUDA_ERROR_NO_DEVICE (100)" in why(nv)
 
 
 def test_container_with_library_file_but_no_device_nodes_without_running_it(machine):
     machine.file(LIBDIR + "/libcuda.so.1")  # an empty file: the child cannot load it
     nv = detect_gpus(machine.host()).nvidia
     assert nv.present and not nv.reachable
-    assert "no /dev/nvidia* device node" in nv.unreachable_reason and "--gpus all" in nv.unreachable_reason
+    assert nv.unreachable == "no-device-node"
+    assert "no /dev/nvidia* device node" in why(nv) and "--gpus all" in why(nv)
 
 
 def test_device_nodes_but_no_driver_libraries(machine):
@@ -213,14 +218,15 @@ def test_device_nodes_but_no_driver_libraries(machine):
     machine.file("/dev/nvidiactl")
     nv = detect_gpus(machine.host()).nvidia
     assert nv.present and not nv.reachable
-    assert "no libcuda.so.1" in nv.unreachable_reason
+    assert nv.unreachable == "no-driver-libraries" and "no libcuda.so.1" in why(nv)
 
 
 def test_gpu_on_the_pci_bus_without_the_nvidia_driver(machine):
     machine.pci("0000:01:00.0", "0x10de", "0x2684", "0x030000", driver="nouveau")
-    gpu = detect_gpus(machine.host())
+    gpu, _python, _libtorch, _area = gpu_report(machine.host())
     assert gpu.nvidia.present and not gpu.nvidia.reachable
-    assert "NVIDIA driver is not loaded (bound to nouveau)" in gpu.nvidia.unreachable_reason
+    assert gpu.nvidia.unreachable == "driver-not-loaded" and gpu.nvidia.pci_bound_drivers == ["nouveau"]
+    assert "NVIDIA driver is not loaded (bound to nouveau)" in why(gpu.nvidia)
     assert gpu.recommended.variant == "cpu"
     assert any("cannot be used" in r for r in gpu.recommended.reasons)
 
@@ -238,7 +244,7 @@ def test_stub_libcuda_is_named(machine, libcuda):
     machine.nvidia_driver("570.124.06")
     install_lib(machine, libcuda(init_rc=34))
     nv = detect_gpus(machine.host()).nvidia
-    assert "link stub" in nv.unreachable_reason
+    assert nv.unreachable == "cuinit-failed" and "link stub" in why(nv)
 
 
 def test_driver_override_env(machine):

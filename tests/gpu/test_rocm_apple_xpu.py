@@ -5,6 +5,7 @@ from __future__ import annotations
 from gpu_fakes import check_gpu, findings
 
 from doctor.diagnose.gpu import meets_gpu
+from doctor.diagnose.gpu_states import amd_unusable_why, mps_blocker_texts
 from doctor.model import Level
 from doctor.probe.gpu import detect_gpus
 
@@ -66,7 +67,8 @@ def test_rocm_build_judged_from_the_catalog_when_the_tree_has_no_kernels(machine
 def test_amd_gpu_without_dev_kfd(machine):
     mi300x(machine, nodes=1, kfd=False)
     gpu, area = check_gpu(machine, trees={"/srv/rocm": ("2.13.0", "rocm7.2")})
-    assert not gpu.amd.usable and "/dev/kfd is missing" in gpu.amd.unusable_reason
+    assert not gpu.amd.usable and gpu.amd.unusable == "kfd-missing"
+    assert "/dev/kfd is missing" in amd_unusable_why(gpu.amd)
     (f,) = findings(area, "rocm.no-device")
     assert f.level is Level.ERROR and "--device /dev/kfd" in f.fix
     assert gpu.recommended.variant == "cpu"
@@ -95,13 +97,15 @@ def test_native_apple_silicon_has_mps_on_recent_macos(machine):
 def test_old_macos_and_intel_macs_have_no_mps(machine):
     machine.command("sw_vers", {"-productVersion": ("13.6.1\n", 0)})
     gpu, _ = check_gpu(machine, system="Darwin", machine="arm64")
-    assert not gpu.apple.mps_eligible and "older than 14.0" in gpu.apple.reasons[0]
+    assert not gpu.apple.mps_eligible and gpu.apple.mps_blockers == ["macos-too-old"]
+    assert "older than 14.0" in mps_blocker_texts(gpu.apple)[0]
     # An Intel Mac: sysctl knows no proc_translated key and says hw.optional.arm64 is 0.
     machine.command("sysctl", {"hw.optional.arm64": ("0\n", 0)},
                     default=("sysctl: unknown oid 'sysctl.proc_translated'\n", 1))
     gpu, _ = check_gpu(machine, system="Darwin", machine="x86_64")
     assert gpu.apple.apple_silicon is False and not gpu.apple.rosetta
-    assert gpu.apple.reasons[0] == "MPS needs Apple silicon"
+    assert gpu.apple.mps_blockers == ["not-apple-silicon", "macos-too-old"]  # sw_vers still says 13.6.1
+    assert mps_blocker_texts(gpu.apple)[0] == "MPS needs Apple silicon"
 
 
 def test_intel_gpu_is_reported_only(machine):
