@@ -75,6 +75,16 @@ def cuda_stack_area(t: CudaToolkitFacts, python_cuda: str | None, libtorch_cuda:
                     f"the {who} build for CUDA {active.release} (cu{active.release.replace('.', '')})",
                 area="cuda", evidence=list(active.evidence) + [Evidence("derived", who, f"CUDA {version}")],
                 subject=f"{active.root}:{who}"))
+    if active and active.nvcc and not active.headers:
+        better = next((c for c in t.candidates if c.headers and c.release == active.release), None)
+        findings.append(Finding(
+            "cuda.toolkit-not-found", Level.WARNING,
+            f"CUDA_HOME resolves to {active.root} ({t.cuda_home_via}), which has no include/cuda_runtime.h",
+            detail="torch.utils.cpp_extension and CMake's FindCUDAToolkit take headers and libraries from "
+                   "$CUDA_HOME/include and $CUDA_HOME/lib64; an nvcc symlinked into another bin/ directory points "
+                   "them at the wrong tree.",
+            fix=f"export CUDA_HOME={better.root if better else '<the toolkit directory>'}",
+            area="cuda", evidence=list(t.evidence) + active.evidence, subject=f"{active.root}:headers"))
     others = {c.release for c in t.candidates if c.release and c is not active}
     if active and active.release and others - {active.release} and t.cuda_home_via in ("CUDA_HOME", "CUDA_PATH"):
         nvcc_path = next((c for c in t.candidates if c.origin == "nvcc on PATH"), None)

@@ -31,6 +31,7 @@ class ToolkitCandidate:
     release: str | None = None  # "12.4" (what cpp_extension compares)
     nvcc_version: str | None = None  # "12.4.131"
     file_version: str | None = None  # version.json's cuda.version or version.txt's "CUDA Version"
+    headers: bool = False  # include/cuda_runtime.h (what cpp_extension passes as -I$CUDA_HOME/include)
     evidence: list[Evidence] = field(default_factory=list)
 
 
@@ -148,6 +149,7 @@ def inspect_candidate(host: Host, origin: str, root: str, timeout: float) -> Too
                                                                        f"exit status {run.returncode}").strip()))
     else:
         cand.evidence.append(Evidence("file", str(nvcc), "missing"))
+    cand.headers = host.exists(PurePath(root) / "include" / "cuda_runtime.h")
     for name, parse in (("version.json", parse_version_json), ("version.txt", parse_version_txt)):
         text = host.read_text(PurePath(root) / name, limit=1 << 16)
         if text is not None and (version := parse(text)):

@@ -29,9 +29,12 @@ def script(path: Path, stdout: str, rc: int = 0) -> Path:
     return path
 
 
-def toolkit(root: Path, release: str, version_json: str | None = None) -> Path:
+def toolkit(root: Path, release: str, version_json: str | None = None, headers: bool = True) -> Path:
     """A toolkit tree at `root` whose bin/nvcc prints the real banner of `release`."""
     script(root / "bin" / "nvcc", (BANNERS / f"{release}.txt").read_text())
+    if headers:
+        (root / "include").mkdir(exist_ok=True)
+        (root / "include" / "cuda_runtime.h").write_text("#pragma once\n")
     if version_json:
         (root / "version.json").write_text(json.dumps({"cuda": {"name": "CUDA SDK", "version": version_json}}))
     return root

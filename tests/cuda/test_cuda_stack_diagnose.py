@@ -73,3 +73,22 @@ def test_path_nvcc_disagrees_with_cuda_home(fake_root):
     area = _area(fake_root, {"CUDA_HOME": "/tk", "PATH": str(fake_root / "old/bin")}, python_cuda="12.8")
     assert _ids(area) == [("cuda.toolkit-mismatch", Level.WARNING)]
     assert "nvcc on PATH is CUDA 12.1" in area.findings[0].title
+
+
+def test_nvcc_symlinked_elsewhere_gives_a_cuda_home_without_headers(fake_root):
+    """/usr/local/bin/nvcc → cpp_extension's CUDA_HOME=/usr/local, which has no CUDA headers."""
+    toolkit(fake_root / "usr/local/cuda", "13.0")
+    toolkit(fake_root / "usr/local", "13.0", headers=False)
+    area = _area(fake_root, {"PATH": str(fake_root / "usr/local/bin")}, python_cuda="13.0")
+    assert _ids(area) == [("cuda.toolkit-not-found", Level.WARNING)]
+    assert area.findings[0].fix == "export CUDA_HOME=/usr/local/cuda"
+
+
+def test_real_machine_toolkit_against_a_cuda_build():
+    """This machine's real nvcc 13.0 against the CUDA builds PyTorch ships."""
+    from pathlib import Path
+
+    facts = detect_cuda_toolkit(Host.for_test(Path("/"), {"PATH": "/usr/bin:/bin", "CUDA_HOME": "/usr/local/cuda"}))
+    assert cuda_stack_area(facts, "13.0", None).findings == []
+    assert _ids(cuda_stack_area(facts, "12.8", None)) == [("cuda.toolkit-mismatch", Level.ERROR)]
+    assert _ids(cuda_stack_area(facts, None, "13.2")) == [("cuda.toolkit-mismatch", Level.WARNING)]

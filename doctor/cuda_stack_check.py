@@ -1,0 +1,57 @@
+"""The CUDA-stack part of `doctor check` (issue 13), kept beside check.py so that check.py only
+calls in: which probes run, which facts keys they fill, which areas they add."""
+
+from __future__ import annotations
+
+from doctor.host import Host
+from doctor.model import Area
+
+
+def gather_cuda_stack(host: Host, ld_cache: dict[str, list[str]]) -> dict:
+    """Facts keys: `cuda_toolkit`."""
+    from doctor.probe.cuda_toolkit import detect_cuda_toolkit
+
+    return {"cuda_toolkit": detect_cuda_toolkit(host)}
+
+
+def _build_cudas(facts: dict) -> tuple[str | None, str | None, str]:
+    """(torch.version.cuda of the Python torch, CUDA of the active libtorch, its label); the
+    libtorch is left out when it is the Python torch's own tree (one build, one comparison)."""
+    from doctor.diagnose.cuda_stack import cuda_of_variant
+
+    python = facts.get("python_torch")
+    libtorch = facts.get("libtorch")
+    active = libtorch.active_install if libtorch is not None else None
+    python_cuda = python.cuda if python is not None else None
+    libtorch_cuda = cuda_of_variant(active.variant) if active is not None else None
+    if active is not None and python is not None and python.libtorch_root and active.root == python.libtorch_root:
+        libtorch_cuda = None
+    return python_cuda, libtorch_cuda, active.label if active is not None else ""
+
+
+def cuda_stack_areas(facts: dict) -> list[Area]:
+    from doctor.diagnose.cuda_stack import cuda_stack_area
+
+    areas = []
+    toolkit = facts.get("cuda_toolkit")
+    if toolkit is not None:
+        python_cuda, libtorch_cuda, label = _build_cudas(facts)
+        if python_cuda or libtorch_cuda or toolkit.candidates:
+            areas.append(cuda_stack_area(toolkit, python_cuda, libtorch_cuda, label))
+    return areas
+
+
+def binary_check(host: Host, path: str, facts: dict):
+    """`--binary PATH`: (facts, area)."""
+    from doctor.diagnose.binary import binary_area
+    from doctor.probe.binary import inspect_binary
+    from doctor.probe.loader import read_ld_cache
+
+    from doctor.errors import UsageError
+
+    if not host.is_file(path):
+        raise UsageError(f"--binary {path!r}: no such file", "pass a built program, extension module or shared library")
+    libtorch = facts.get("libtorch")
+    active = libtorch.active_install if libtorch is not None else None
+    binary = inspect_binary(host, path, read_ld_cache(host))
+    return binary, binary_area(binary, active.abi if active is not None else None)
