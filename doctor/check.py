@@ -55,7 +55,7 @@ def gather_facts(host: Host, backend: str | None = None) -> dict:
         }
         if gpu_error:
             facts["gpu_error"] = gpu_error
-        facts.update(_cuda_stack_facts(host, ld_cache))  # issue 13: see doctor/cuda_stack_check.py
+        facts.update(_cuda_stack_facts(host, ld_cache, libtorch, python))  # issue 13: doctor/cuda_stack_check.py
         return facts
 
 
@@ -114,10 +114,10 @@ def requirements_area(requirements: Sequence, facts: dict) -> Area:
     return Area("requirements", "Requirements", f"{met} of {len(requirements)} met", details, findings)
 
 
-def _cuda_stack_facts(host: Host, ld_cache: dict[str, list[str]]) -> dict:
+def _cuda_stack_facts(host: Host, ld_cache: dict[str, list[str]], libtorch, python) -> dict:
     from doctor.cuda_stack_check import gather_cuda_stack
 
-    return gather_cuda_stack(host, ld_cache)
+    return gather_cuda_stack(host, ld_cache, libtorch, python)
 
 
 def run_check(host: Host, requirements: Sequence = (), strict: bool = False, policy=None,

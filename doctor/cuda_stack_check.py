@@ -7,11 +7,17 @@ from doctor.host import Host
 from doctor.model import Area
 
 
-def gather_cuda_stack(host: Host, ld_cache: dict[str, list[str]]) -> dict:
-    """Facts keys: `cuda_toolkit`."""
+def gather_cuda_stack(host: Host, ld_cache: dict[str, list[str]], libtorch=None, python=None) -> dict:
+    """Facts keys: `cuda_toolkit`, `cuda_libs`."""
+    from doctor.probe.cuda_libs import detect_cuda_libs
     from doctor.probe.cuda_toolkit import detect_cuda_toolkit
 
-    return {"cuda_toolkit": detect_cuda_toolkit(host)}
+    active = libtorch.active_install if libtorch is not None else None
+    lib_dir = active.lib_dir if active is not None and active.exists else None
+    return {
+        "cuda_toolkit": detect_cuda_toolkit(host),
+        "cuda_libs": detect_cuda_libs(host, lib_dir, python.location if python is not None else None, ld_cache),
+    }
 
 
 def _build_cudas(facts: dict) -> tuple[str | None, str | None, str]:
@@ -38,6 +44,12 @@ def cuda_stack_areas(facts: dict) -> list[Area]:
         python_cuda, libtorch_cuda, label = _build_cudas(facts)
         if python_cuda or libtorch_cuda or toolkit.candidates:
             areas.append(cuda_stack_area(toolkit, python_cuda, libtorch_cuda, label))
+    if facts.get("cuda_libs") is not None:
+        from doctor.diagnose.cuda_libs import cuda_libs_area
+
+        area = cuda_libs_area(facts["cuda_libs"])
+        if area is not None:
+            areas.append(area)
     return areas
 
 

@@ -63,3 +63,52 @@ def newest_cuda_for(kind: str, major: int) -> str | None:
         if (row.gcc_max if kind == "gcc" else row.clang_max) >= major:
             return row.cuda
     return None
+
+
+@dataclass(frozen=True)
+class CudaLibrary:
+    key: str  # "cudnn"
+    stem: str  # soname stem: "libcudnn.so"
+    package: str  # pip distribution without the -cuXY suffix: "nvidia-cudnn"
+    pip_dir: str  # directory under site-packages/nvidia: "cudnn"
+    symbols: tuple[str, ...] = ()  # prefixes of the functions it exports, to attribute undefined symbols
+
+
+# The CUDA libraries a PyTorch CUDA build loads, with the pip wheels that ship them
+# (torch's own METADATA pins these: Requires-Dist: nvidia-cudnn-cu12==9.1.0.70; ...).
+CUDA_LIBRARIES: tuple[CudaLibrary, ...] = (
+    CudaLibrary("cudart", "libcudart.so", "nvidia-cuda-runtime", "cuda_runtime", ("cudaGetDevice", "cudaMalloc", "cudaStream", "cudaLaunch", "cudaGraph")),
+    CudaLibrary("nvrtc", "libnvrtc.so", "nvidia-cuda-nvrtc", "cuda_nvrtc", ("nvrtc",)),
+    CudaLibrary("cupti", "libcupti.so", "nvidia-cuda-cupti", "cuda_cupti"),
+    CudaLibrary("cublas", "libcublas.so", "nvidia-cublas", "cublas", ("cublas",)),
+    CudaLibrary("cublasLt", "libcublasLt.so", "nvidia-cublas", "cublas", ("cublasLt",)),
+    CudaLibrary("cudnn", "libcudnn.so", "nvidia-cudnn", "cudnn", ("cudnn",)),
+    CudaLibrary("cufft", "libcufft.so", "nvidia-cufft", "cufft", ("cufft",)),
+    CudaLibrary("curand", "libcurand.so", "nvidia-curand", "curand", ("curand",)),
+    CudaLibrary("cusolver", "libcusolver.so", "nvidia-cusolver", "cusolver", ("cusolver",)),
+    CudaLibrary("cusparse", "libcusparse.so", "nvidia-cusparse", "cusparse", ("cusparse",)),
+    CudaLibrary("cusparseLt", "libcusparseLt.so", "nvidia-cusparselt", "cusparselt", ("cusparseLt",)),
+    CudaLibrary("nccl", "libnccl.so", "nvidia-nccl", "nccl", ("nccl",)),
+    CudaLibrary("nvJitLink", "libnvJitLink.so", "nvidia-nvjitlink", "nvjitlink", ("__nvJitLink", "nvJitLink")),
+    CudaLibrary("nvtx", "libnvToolsExt.so", "nvidia-nvtx", "nvtx"),
+    CudaLibrary("cufile", "libcufile.so", "nvidia-cufile", "cufile"),
+)
+
+
+def cuda_library_for_symbol(name: str) -> CudaLibrary | None:
+    """Which library an undefined symbol comes from, by its exported-function prefix."""
+    hits = [lib for lib in CUDA_LIBRARIES for p in lib.symbols if name.startswith(p)]
+    return max(hits, key=lambda lib: max(len(p) for p in lib.symbols if name.startswith(p)), default=None)
+
+
+def cuda_library_for_soname(soname: str) -> CudaLibrary | None:
+    """The library a NEEDED entry names: "libcudnn.so.9" → cudnn (the longest stem wins: cublasLt)."""
+    hits = [lib for lib in CUDA_LIBRARIES if soname == lib.stem or soname.startswith(lib.stem + ".")]
+    return max(hits, key=lambda lib: len(lib.stem), default=None)
+
+
+def split_cuda_package(name: str) -> tuple[str, int | None]:
+    """("nvidia-nccl", 12) from "nvidia-nccl-cu12" / "nvidia_nccl_cu12"; (name, None) without a suffix."""
+    norm = re.sub(r"[-_.]+", "-", name).lower()
+    m = re.fullmatch(r"(.+)-cu(\d+)", norm)
+    return (m.group(1), int(m.group(2))) if m else (norm, None)
