@@ -11,12 +11,14 @@ def gather_cuda_stack(host: Host, ld_cache: dict[str, list[str]], libtorch=None,
     """Facts keys: `cuda_toolkit`, `cuda_libs`."""
     from doctor.probe.cuda_libs import detect_cuda_libs
     from doctor.probe.cuda_toolkit import detect_cuda_toolkit
+    from doctor.probe.libstdcxx import detect_libstdcxx
 
     active = libtorch.active_install if libtorch is not None else None
     lib_dir = active.lib_dir if active is not None and active.exists else None
     return {
         "cuda_toolkit": detect_cuda_toolkit(host),
         "cuda_libs": detect_cuda_libs(host, lib_dir, python.location if python is not None else None, ld_cache),
+        "libstdcxx": detect_libstdcxx(host, lib_dir, ld_cache, host.python),
     }
 
 
@@ -44,6 +46,12 @@ def cuda_stack_areas(facts: dict) -> list[Area]:
         python_cuda, libtorch_cuda, label = _build_cudas(facts)
         if python_cuda or libtorch_cuda or toolkit.candidates:
             areas.append(cuda_stack_area(toolkit, python_cuda, libtorch_cuda, label))
+    from doctor.diagnose.cuda_stack import libstdcxx_findings
+
+    cxx = facts.get("libstdcxx")
+    found = libstdcxx_findings(cxx)
+    if found:
+        areas.append(Area("libstdcxx", "C++ runtime", f"libstdc++ from {cxx.path}", [f"via {cxx.via}"], found))
     if facts.get("cuda_libs") is not None:
         from doctor.diagnose.cuda_libs import cuda_libs_area
 

@@ -121,3 +121,23 @@ def cuda_stack_area(t: CudaToolkitFacts, python_cuda: str | None, libtorch_cuda:
     if wants:
         summary += "; builds: " + ", ".join(f"{w} CUDA {v}" for w, v in wants)
     return Area("cuda", "CUDA toolkit", summary, details, findings)
+
+
+def libstdcxx_findings(f) -> list[Finding]:
+    """glibc.too-old when the libstdc++ libtorch actually gets lacks versions libtorch needs."""
+    from doctor.diagnose.common import version_key
+
+    if f is None or f.path is None or not f.versions:
+        return []
+    have = set(f.versions)
+    lacking = sorted({v for names in f.needs.values() for v in names if v not in have}, key=version_key)
+    if not lacking:
+        return []
+    return [Finding(
+        "glibc.too-old", Level.ERROR,
+        f"libtorch needs {', '.join(lacking)}; the libstdc++ it gets ({f.path}, via {f.via}) lacks them",
+        detail="Loading fails with \"version `" + lacking[-1] + "' not found\". An older conda libstdc++ "
+               "shadowing the system's is the usual cause.",
+        fix="conda install -c conda-forge 'libstdcxx-ng>=13' (newer runtime in the environment), or take "
+            f"{f.path.rsplit('/', 1)[0]} out of LD_LIBRARY_PATH",
+        area="cuda", evidence=f.evidence, subject=f.path)]
