@@ -75,7 +75,7 @@ def cuda_stack_area(t: CudaToolkitFacts, python_cuda: str | None, libtorch_cuda:
                     f"the {who} build for CUDA {active.release} (cu{active.release.replace('.', '')})",
                 area="cuda", evidence=list(active.evidence) + [Evidence("derived", who, f"CUDA {version}")],
                 subject=f"{active.root}:{who}"))
-    if active and active.nvcc and not active.headers:
+    if wants and active and active.nvcc and not active.headers:
         better = next((c for c in t.candidates if c.headers and c.release == active.release), None)
         findings.append(Finding(
             "cuda.toolkit-not-found", Level.WARNING,
