@@ -12,6 +12,7 @@ def gather_cuda_stack(host: Host, ld_cache: dict[str, list[str]], libtorch=None,
     from doctor.probe.cuda_libs import detect_cuda_libs
     from doctor.probe.cuda_toolkit import detect_cuda_toolkit
     from doctor.probe.libstdcxx import detect_libstdcxx
+    from doctor.probe.pyenv import detect_pyenv
 
     active = libtorch.active_install if libtorch is not None else None
     lib_dir = active.lib_dir if active is not None and active.exists else None
@@ -19,6 +20,7 @@ def gather_cuda_stack(host: Host, ld_cache: dict[str, list[str]], libtorch=None,
         "cuda_toolkit": detect_cuda_toolkit(host),
         "cuda_libs": detect_cuda_libs(host, lib_dir, python.location if python is not None else None, ld_cache),
         "libstdcxx": detect_libstdcxx(host, lib_dir, ld_cache, host.python),
+        "pyenv": detect_pyenv(host),
     }
 
 
@@ -46,7 +48,11 @@ def cuda_stack_areas(facts: dict) -> list[Area]:
         python_cuda, libtorch_cuda, label = _build_cudas(facts)
         if python_cuda or libtorch_cuda or toolkit.candidates:
             areas.append(cuda_stack_area(toolkit, python_cuda, libtorch_cuda, label))
-    from doctor.diagnose.cuda_stack import libstdcxx_findings
+    from doctor.diagnose.cuda_stack import libstdcxx_findings, pyenv_area
+
+    env_area = pyenv_area(facts.get("pyenv"))
+    if env_area is not None:
+        areas.append(env_area)
 
     cxx = facts.get("libstdcxx")
     found = libstdcxx_findings(cxx)

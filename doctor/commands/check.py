@@ -21,8 +21,11 @@ from doctor.commands._output import print_report, report_options
               help="Also inspect a built program, extension module or shared library: how its NEEDED libraries "
               "resolve, whether -Wl,--as-needed dropped libtorch_cuda, its std::string ABI and GLIBCXX needs "
               "against what the loader gives it, and symbols no library defines.")
+@click.option("--python", "python", metavar="PATH", default=None,
+              help="Inspect this interpreter's environment (a project's venv: its torch, nvidia-* packages and "
+              "sys.path) instead of the doctor's own.")
 @report_options
-def command(requires: tuple[str, ...], build: str | None, backend: str | None, binary: str | None, fmt: str | None, as_json: bool, verbose: int, color: str,
+def command(requires: tuple[str, ...], build: str | None, backend: str | None, binary: str | None, python: str | None, fmt: str | None, as_json: bool, verbose: int, color: str,
             strict: bool) -> int:
     """Detect libtorch installs, the Python torch, the toolchain, the loader's view and GPUs.
 
@@ -35,6 +38,10 @@ def command(requires: tuple[str, ...], build: str | None, backend: str | None, b
     from doctor.requirements import parse_requirement
 
     host = Host.from_system()
+    if python:
+        from doctor.probe.pyenv import interpreter_host
+
+        host = interpreter_host(host, python)
     if backend:
         from doctor.recommend import validate_backend
 

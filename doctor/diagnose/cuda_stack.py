@@ -141,3 +141,27 @@ def libstdcxx_findings(f) -> list[Finding]:
         fix="conda install -c conda-forge 'libstdcxx-ng>=13' (newer runtime in the environment), or take "
             f"{f.path.rsplit('/', 1)[0]} out of LD_LIBRARY_PATH",
         area="cuda", evidence=f.evidence, subject=f.path)]
+
+
+def pyenv_area(p) -> Area | None:
+    """The Python environment as collect_env reports it, and a `python` on PATH that is another one."""
+    if p is None:
+        return None
+    details = [f"{p.implementation} {p.version} at {p.python}" + (" (venv)" if p.venv else "") + (" (conda)" if p.conda else "")]
+    details += [f"{pkg.name} {pkg.version}" + (f" [{pkg.installer}]" if pkg.installer else "") for pkg in p.packages]
+    details += [f"{k}={v}" for k, v in sorted(p.variables.items())]
+    findings: list[Finding] = []
+    if p.python_on_path and p.python_on_path_prefix and p.python_on_path_prefix != p.prefix:
+        findings.append(Finding(
+            "python.path-differs", Level.WARNING,
+            f"`python` on PATH is {p.python_on_path} ({p.python_on_path_prefix}), not the interpreter inspected "
+            f"({p.python}, {p.prefix})",
+            detail="Commands you type (pip install, python setup.py, torch extension builds) use the `python` on PATH, "
+                   "so they see other packages than this report.",
+            fix=f"activate the environment of {p.python} (source <venv>/bin/activate, conda activate), or run "
+                f"`doctor check --python {p.python_on_path}` to inspect that one",
+            area="python-env", evidence=p.evidence, subject=p.python_on_path))
+    torch = next((pkg for pkg in p.packages if pkg.name == "torch"), None)
+    summary = f"Python {p.version}" + (f", torch {torch.version}" if torch else ", no torch") + \
+        f", {sum(1 for pkg in p.packages if pkg.name.startswith('nvidia-'))} nvidia-* packages"
+    return Area("python-env", "Python environment", summary, details, findings)
