@@ -48,7 +48,16 @@ def cuda_stack_areas(facts: dict) -> list[Area]:
         python_cuda, libtorch_cuda, label = _build_cudas(facts)
         if python_cuda or libtorch_cuda or toolkit.candidates:
             areas.append(cuda_stack_area(toolkit, python_cuda, libtorch_cuda, label))
+    from doctor.diagnose.cuda_arch import cuda_arch_area
     from doctor.diagnose.cuda_stack import libstdcxx_findings, pyenv_area
+
+    python_cuda, libtorch_cuda, _ = _build_cudas(facts)
+    active_tk = toolkit.active if toolkit is not None else None
+    arch = cuda_arch_area(facts.get("env") or {}, _visible_ccs(facts.get("gpu")),
+                          active_tk.gpu_codes if active_tk else [], bool(python_cuda or libtorch_cuda),
+                          _visible_gfx(facts.get("gpu")))
+    if arch is not None:
+        areas.append(arch)
 
     env_area = pyenv_area(facts.get("pyenv"))
     if env_area is not None:
@@ -65,6 +74,25 @@ def cuda_stack_areas(facts: dict) -> list[Area]:
         if area is not None:
             areas.append(area)
     return areas
+
+
+def _visible_ccs(gpu) -> list[str]:
+    """Compute capabilities of the visible NVIDIA GPUs; tolerant of how the GPU facts are shaped."""
+    nvidia = getattr(gpu, "nvidia", None)
+    gpus = getattr(nvidia, "visible_gpus", None) or []
+    return [cc for g in gpus if isinstance(cc := getattr(g, "compute_capability", None), str)]
+
+
+def _visible_gfx(gpu) -> list[str]:
+    import json
+    import re
+
+    from doctor.model import to_jsonable
+
+    amd = getattr(gpu, "amd", None)
+    if amd is None or not getattr(amd, "usable", False):
+        return []
+    return sorted(set(re.findall(r"\bgfx[0-9a-f]{3,4}\b", json.dumps(to_jsonable(amd)))))
 
 
 def binary_check(host: Host, path: str, facts: dict):

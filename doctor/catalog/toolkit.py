@@ -112,3 +112,18 @@ def split_cuda_package(name: str) -> tuple[str, int | None]:
     norm = re.sub(r"[-_.]+", "-", name).lower()
     m = re.fullmatch(r"(.+)-cu(\d+)", norm)
     return (m.group(1), int(m.group(2))) if m else (norm, None)
+
+
+# TORCH_CUDA_ARCH_LIST names, as torch/utils/cpp_extension.py `_get_cuda_arch_flags` expands them
+# (combined names first: the expansion is a string replace, in this order).
+NAMED_ARCHES: tuple[tuple[str, str], ...] = (
+    ("Kepler+Tesla", "3.7"), ("Kepler", "3.5+PTX"), ("Maxwell+Tegra", "5.3"), ("Maxwell", "5.0;5.2+PTX"),
+    ("Pascal", "6.0;6.1+PTX"), ("Volta+Tegra", "7.2"), ("Volta", "7.0+PTX"), ("Turing", "7.5+PTX"),
+    ("Ampere+Tegra", "8.7"), ("Ampere", "8.0;8.6+PTX"), ("Ada", "8.9+PTX"), ("Hopper", "9.0+PTX"),
+    ("Blackwell+Tegra", "11.0"), ("Blackwell", "10.0;10.3;12.0;12.1+PTX"),
+)
+# ... and the arches it accepts (each also with "+PTX").
+CPP_EXTENSION_ARCHES: tuple[str, ...] = (
+    "3.5", "3.7", "5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0",
+    "9.0a", "10.0", "10.0a", "11.0", "11.0a", "10.3", "10.3a", "12.0", "12.0a", "12.1", "12.1a",
+)

@@ -31,6 +31,7 @@ class ToolkitCandidate:
     release: str | None = None  # "12.4" (what cpp_extension compares)
     nvcc_version: str | None = None  # "12.4.131"
     file_version: str | None = None  # version.json's cuda.version or version.txt's "CUDA Version"
+    gpu_codes: list[str] = field(default_factory=list)  # `nvcc --list-gpu-code`: sm_75, sm_90a … (active one only)
     headers: bool = False  # include/cuda_runtime.h (what cpp_extension passes as -I$CUDA_HOME/include)
     evidence: list[Evidence] = field(default_factory=list)
 
@@ -212,4 +213,15 @@ def detect_cuda_toolkit(host: Host, timeout: float = 5.0) -> CudaToolkitFacts:
     facts = CudaToolkitFacts(cuda_home, via, evidence=evidence)
     facts.candidates = [inspect_candidate(host, o, r, timeout) for o, r in _candidate_roots(host, cuda_home, via)]
     facts.host_compiler, facts.allow_unsupported_compiler = find_host_compiler(host, timeout)
+    active = facts.active
+    if active and active.release and active.nvcc:
+        run = host.run([str(host.real(active.nvcc)), "--list-gpu-code"], timeout=timeout)
+        if run.ok:
+            active.gpu_codes = parse_gpu_codes(run.stdout)
+            active.evidence.append(Evidence("command", f"{active.nvcc} --list-gpu-code", " ".join(active.gpu_codes)))
     return facts
+
+
+def parse_gpu_codes(text: str) -> list[str]:
+    """["sm_75", "sm_80", …] from `nvcc --list-gpu-code` (one per line)."""
+    return [w for w in text.split() if re.fullmatch(r"sm_\d+[af]?", w)][:64]

@@ -29,9 +29,17 @@ def script(path: Path, stdout: str, rc: int = 0) -> Path:
     return path
 
 
-def toolkit(root: Path, release: str, version_json: str | None = None, headers: bool = True) -> Path:
-    """A toolkit tree at `root` whose bin/nvcc prints the real banner of `release`."""
+def toolkit(root: Path, release: str, version_json: str | None = None, headers: bool = True,
+            gpu_codes: str | None = None) -> Path:
+    """A toolkit tree at `root` whose bin/nvcc prints the real banner of `release` (and, given
+    `gpu_codes`, that text for --list-gpu-code)."""
     script(root / "bin" / "nvcc", (BANNERS / f"{release}.txt").read_text())
+    if gpu_codes is not None:
+        banner = (BANNERS / f"{release}.txt").read_text().rstrip().replace("'", "'\\''")
+        codes = gpu_codes.rstrip().replace("'", "'\\''")
+        (root / "bin" / "nvcc").write_text(
+            f"#!/bin/sh\nif [ \"$1\" = --list-gpu-code ]; then printf '%s\\n' '{codes}'; exit 0; fi\n"
+            f"printf '%s\\n' '{banner}'\n")
     if headers:
         (root / "include").mkdir(exist_ok=True)
         (root / "include" / "cuda_runtime.h").write_text("#pragma once\n")
