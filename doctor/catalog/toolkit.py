@@ -102,7 +102,9 @@ def cuda_library_for_symbol(name: str) -> CudaLibrary | None:
 
 
 def cuda_library_for_soname(soname: str) -> CudaLibrary | None:
-    """The library a NEEDED entry names: "libcudnn.so.9" → cudnn (the longest stem wins: cublasLt)."""
+    """The library a NEEDED entry names: "libcudnn.so.9" → cudnn (the longest stem wins: cublasLt).
+    Wheels and libtorch zips repaired by auditwheel bundle hashed copies: "libcudart-9335f6a2.so.12"."""
+    soname = re.sub(r"^(lib[\w.]+?)-[0-9a-f]{8}(\.so.*)$", r"\1\2", soname)
     hits = [lib for lib in CUDA_LIBRARIES if soname == lib.stem or soname.startswith(lib.stem + ".")]
     return max(hits, key=lambda lib: len(lib.stem), default=None)
 

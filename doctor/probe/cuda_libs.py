@@ -53,7 +53,7 @@ class CudaLib:
     via: str
     version: str | None = None
     version_source: str = ""  # "cudnn_version.h", "nccl.h", "nvidia-nccl-cu12 (pip)", "nvJitLink symbols"
-    pip_copy: str | None = None  # the copy pip installed for this build (nvidia/<dir>/lib)
+    pip_copy: str | None = None  # the copy shipped for this build: pip's nvidia/<dir>/lib, or the libtorch's own lib/
     copies: list[str] = field(default_factory=list)  # every file with this soname found in the usual places
     missing_symbols: list[str] = field(default_factory=list)  # needed by a consumer, not defined by `path`
     evidence: list[Evidence] = field(default_factory=list)
@@ -241,6 +241,10 @@ def detect_cuda_libs(host: Host, lib_dir: str | None, python_location: str | Non
             lib = CudaLib(row.key, res.name, PurePath(consumer).name, path, res.via)
             lib.copies = _copies(host, res.name, site_dirs, ld_cache)
             lib.pip_copy = next((c for c in lib.copies if f"/nvidia/{row.pip_dir}/lib/" in c or "/nvidia/cu1" in c), None)
+            bundled = PurePath(lib_dir) / res.name  # a libtorch zip ships its CUDA libraries in lib/
+            if lib.pip_copy is None and host.exists(bundled):
+                lib.pip_copy = str(bundled)
+                lib.copies.insert(0, str(bundled))
             lib.evidence.append(Evidence("elf", consumer, f"NEEDED {res.name} → {res.path or 'not found'}"
                                          + (f" (via {res.via})" if res.via else "")))
             facts.libraries.append(lib)

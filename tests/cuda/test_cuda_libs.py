@@ -169,3 +169,27 @@ def test_cpu_build_has_no_cuda_libraries(wheel_root):
     host = Host.for_test(Path("/"), {"PATH": "/usr/bin:/bin"}, sys_path=[str(wheel_root.parent)])
     facts = detect_cuda_libs(host, str(wheel_root / "lib"), str(wheel_root), {})
     assert facts.libraries == [] and facts.expected == []  # the CPU wheel pins no nvidia-* package
+
+
+def test_libtorch_zip_bundled_copy_shadowed_by_ld_library_path(tmp_path):
+    """A cu12x libtorch zip: libtorch_cuda.so finds its bundled lib/libnccl.so.2 through RUNPATH $ORIGIN."""
+    lib = tmp_path / "libtorch/lib"
+    nccl(lib / "libnccl.so.2", "2.21.5", with_register=True)
+    stub(lib / "libtorch_cuda.so", "libtorch_cuda.so", ["torch_cuda_entry"], ["ncclCommRegister"],
+         [f"-L{lib}", "-l:libnccl.so.2", "-Wl,-rpath,$ORIGIN", "-Wl,--enable-new-dtags"])
+    old = nccl(tmp_path / "sys/lib/libnccl.so.2", "2.18.3", with_register=False)
+    host = Host.for_test(Path("/"), {"PATH": "/usr/bin", "LD_LIBRARY_PATH": str(old.parent)}, sys_path=[])
+    facts = detect_cuda_libs(host, str(lib), None, {})
+    [found] = facts.libraries
+    assert (found.path, found.pip_copy, found.missing_symbols) == (str(old), str(lib / "libnccl.so.2"), ["ncclCommRegister"])
+    assert _ids(cuda_libs_area(facts)) == [("cuda.library-shadowed", "warning"), ("cuda.library-too-old", "error")]
+    host = Host.for_test(Path("/"), {"PATH": "/usr/bin"}, sys_path=[])
+    assert cuda_libs_area(detect_cuda_libs(host, str(lib), None, {})).findings == []
+
+
+def test_hashed_bundled_sonames_are_recognised():
+    from doctor.catalog.toolkit import cuda_library_for_soname
+
+    assert [cuda_library_for_soname(n).key for n in ("libcudart-9335f6a2.so.12", "libnvToolsExt-847d78f2.so.1",
+                                                      "libcublasLt.so.12")] == ["cudart", "nvtx", "cublasLt"]
+    assert cuda_library_for_soname("libc10_cuda.so") is None
