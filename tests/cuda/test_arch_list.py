@@ -66,3 +66,31 @@ def test_probe_reads_the_toolkits_targets(fake_root):
     toolkit(fake_root / "tk", "13.0", gpu_codes=(BANNERS / "13.0.list-gpu-code.txt").read_text())
     facts = detect_cuda_toolkit(Host.for_test(fake_root, {"CUDA_HOME": "/tk"}))
     assert facts.active.gpu_codes == CODES_13
+
+
+def test_visible_gpus_are_read_from_the_gpu_facts_shape():
+    from dataclasses import dataclass, field
+
+    from doctor.cuda_stack_check import _visible_ccs, _visible_gfx
+
+    @dataclass
+    class Dev:
+        compute_capability: str | None
+
+    @dataclass
+    class Nv:
+        visible_gpus: list = field(default_factory=list)
+
+    @dataclass
+    class Amd:
+        usable: bool
+        agents: list
+
+    @dataclass
+    class Facts:
+        nvidia: Nv
+        amd: Amd
+
+    facts = Facts(Nv([Dev("8.6"), Dev(None), Dev("9.0")]), Amd(True, [{"name": "gfx942"}, {"name": "gfx90a"}]))
+    assert _visible_ccs(facts) == ["8.6", "9.0"] and _visible_gfx(facts) == ["gfx90a", "gfx942"]
+    assert _visible_ccs(None) == [] and _visible_gfx(Facts(Nv(), Amd(False, [{"n": "gfx942"}]))) == []
