@@ -84,8 +84,23 @@ def _library_too_old(match: Match, facts: MachineFacts) -> Advice:
     return Advice(match.rule.title, detail, match.rule.fix)
 
 
+def _toolkit_not_found(match: Match, facts: MachineFacts) -> Advice:
+    detail = [match.rule.cause]
+    home = facts.env.get("CUDA_HOME") or facts.env.get("CUDA_PATH")
+    if home:
+        detail.append(f"On this machine CUDA_HOME/CUDA_PATH is {home}" + (
+            "" if facts.exists and facts.exists(f"{home}/bin/nvcc") else ", which has no bin/nvcc") + ".")
+    if facts.exists and facts.exists("/usr/local/cuda/bin/nvcc"):
+        fix = "export CUDA_HOME=/usr/local/cuda PATH=/usr/local/cuda/bin:$PATH (a toolkit is installed there)"
+    else:
+        fix = ("install the CUDA toolkit of torch's CUDA release (or pip install nvidia-cuda-nvcc-cu12 in this "
+               "environment) and export CUDA_HOME to it; `doctor check` shows what torch would find")
+    return Advice(match.rule.title, detail, fix, subject=home or "CUDA_HOME")
+
+
 CUDA_ADVISORS: dict[str, Callable[[Match, MachineFacts], Advice]] = {
     "cuda.host-compiler-unsupported": _host_compiler,
     "cuda.toolkit-mismatch": _toolkit_mismatch,
     "cuda.library-too-old": _library_too_old,
+    "cuda.toolkit-not-found": _toolkit_not_found,
 }

@@ -48,3 +48,18 @@ def test_library_advice_names_the_library():
     assert "/usr/local/cuda-12.1/lib64" in f.fix
     assert "NCCL 2.19" in _one("cuda.library-too-old--nccl-yolov10-306.log").detail
     assert _one("cuda.library-too-old--cudnn-co-gat-2.log").title == "cuDNN (8, 3, 3) loaded, torch was compiled against (8, 5, 0)"
+
+
+def test_toolkit_not_found_uses_this_machines_toolkit(tmp_path):
+    from doctor.explain import MachineFacts
+    from doctor.host import Host
+    from tests.cuda.conftest import toolkit
+
+    name = "cuda.toolkit-not-found--storm-14.log"
+    text = (LOGS / name).read_text()
+    toolkit(tmp_path / "usr/local/cuda", "12.8")
+    facts = MachineFacts.from_host(Host.for_test(tmp_path, {"CUDA_HOME": "/opt/none"}))
+    [f] = explain_text(text, facts, source=name)
+    assert f.fix.startswith("export CUDA_HOME=/usr/local/cuda ") and "/opt/none, which has no bin/nvcc" in f.detail
+    [f] = explain_text(text, MachineFacts.from_host(Host.for_test(tmp_path / "empty")), source=name)
+    assert "nvidia-cuda-nvcc-cu12" in f.fix
