@@ -8,7 +8,9 @@ from doctor.model import Area
 
 
 def gather_cuda_stack(host: Host, ld_cache: dict[str, list[str]], libtorch=None, python=None) -> dict:
-    """Facts keys: `cuda_toolkit`, `cuda_libs`."""
+    """Facts keys: `cuda_toolkit`, `cuda_libs`, `libstdcxx`, `pyenv`."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from doctor.probe.cuda_libs import detect_cuda_libs
     from doctor.probe.cuda_toolkit import detect_cuda_toolkit
     from doctor.probe.libstdcxx import detect_libstdcxx
@@ -16,12 +18,14 @@ def gather_cuda_stack(host: Host, ld_cache: dict[str, list[str]], libtorch=None,
 
     active = libtorch.active_install if libtorch is not None else None
     lib_dir = active.lib_dir if active is not None and active.exists else None
-    return {
-        "cuda_toolkit": detect_cuda_toolkit(host),
-        "cuda_libs": detect_cuda_libs(host, lib_dir, python.location if python is not None else None, ld_cache),
-        "libstdcxx": detect_libstdcxx(host, lib_dir, ld_cache, host.python),
-        "pyenv": detect_pyenv(host),
-    }
+    # The toolkit (nvcc, the host compiler) and the interpreter are subprocesses: run them side by side
+    # with the ELF reading.
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        toolkit = pool.submit(detect_cuda_toolkit, host)
+        pyenv = pool.submit(detect_pyenv, host)
+        libs = pool.submit(detect_cuda_libs, host, lib_dir, python.location if python is not None else None, ld_cache)
+        cxx = detect_libstdcxx(host, lib_dir, ld_cache, host.python)
+        return {"cuda_toolkit": toolkit.result(), "cuda_libs": libs.result(), "libstdcxx": cxx, "pyenv": pyenv.result()}
 
 
 def _build_cudas(facts: dict) -> tuple[str | None, str | None, str]:
