@@ -49,8 +49,7 @@ def command(requires: tuple[str, ...], build: str | None, backend: str | None, b
     policy = _load_policy(host)
     texts = [*getattr(policy, "requirements", ()), *requires]
     requirements = [parse_requirement(t) for t in texts]
-    report = run_check(host, requirements, strict=strict, policy=policy, build=build, backend=backend,
-                       **({"binary": binary} if binary else {}))
+    report = run_check(host, requirements, strict=strict, policy=policy, build=build, backend=backend, binary=binary)
     return print_report(report, fmt, as_json, verbose, color)
 
 
