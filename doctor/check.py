@@ -17,6 +17,9 @@ ENV_KEYS = (
     "LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH", "CXX", "CXXFLAGS", "CPPFLAGS", "CONDA_PREFIX",
     "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "HIP_VISIBLE_DEVICES", "CUDA_HOME", "DOCTOR_GPU_BACKEND",
     "DOCTOR_CUDA_DRIVER_VERSION", "DOCTOR_PROBE_TIMEOUT",
+    # the CUDA stack (issue 13): toolkit, nvcc's host compiler, arch lists, allocator/loader knobs
+    "CUDA_PATH", "CUDAHOSTCXX", "NVCC_CCBIN", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "CC",
+    "TORCH_CUDA_ARCH_LIST", "PYTORCH_ROCM_ARCH", "PYTORCH_CUDA_ALLOC_CONF", "CUDA_MODULE_LOADING",
 )
 
 
@@ -55,6 +58,7 @@ def gather_facts(host: Host, backend: str | None = None) -> dict:
         }
         if gpu_error:
             facts["gpu_error"] = gpu_error
+        facts.update(_cuda_stack_facts(host, ld_cache, libtorch, python))  # issue 13: doctor/cuda_stack_check.py
         return facts
 
 
@@ -128,6 +132,9 @@ def build_areas(facts: dict, host: Host) -> list[Area]:
         loader_area(facts["loader"]),
         toolchain_area(facts["toolchain"], libtorch.active_install),
     ]
+    from doctor.cuda_stack_check import cuda_stack_areas
+
+    areas.extend(cuda_stack_areas(facts))
     if facts["gpu"] is not None:
         from doctor.diagnose.gpu import Platform, gpu_area
 
@@ -165,10 +172,21 @@ def _flag_truncated_output(host: Host, areas: list[Area]) -> list[Area]:
     return [dataclasses.replace(areas[0], findings=[*areas[0].findings, *findings]), *areas[1:]]
 
 
+def _cuda_stack_facts(host: Host, ld_cache: dict[str, list[str]], libtorch, python) -> dict:
+    from doctor.cuda_stack_check import gather_cuda_stack
+
+    return gather_cuda_stack(host, ld_cache, libtorch, python)
+
+
 def run_check(host: Host, requirements: Sequence = (), strict: bool = False, policy=None,
-              build: str | None = None, backend: str | None = None) -> Report:
+              build: str | None = None, backend: str | None = None, binary: str | None = None) -> Report:
     facts = gather_facts(host, backend)
     areas = build_areas(facts, host)
+    if binary:
+        from doctor.cuda_stack_check import binary_check
+
+        facts["binary"], area = binary_check(host, binary, facts)
+        areas.append(area)
     if build:
         from doctor.buildcheck import build_check
 

@@ -17,8 +17,15 @@ from doctor.commands._output import print_report, report_options
               "tensor op). A failed build is explained.")
 @click.option("--backend", metavar="cpu|cuXYZ|rocmX.Y", default=None,
               help="Recommend this variant instead of detecting one (also DOCTOR_GPU_BACKEND).")
+@click.option("--binary", metavar="PROGRAM_OR_LIB", default=None,
+              help="Also inspect a built program, extension module or shared library: how its NEEDED libraries "
+              "resolve, whether -Wl,--as-needed dropped libtorch_cuda, its std::string ABI and GLIBCXX needs "
+              "against what the loader gives it, and symbols no library defines.")
+@click.option("--python", "python", metavar="PATH", default=None,
+              help="Inspect this interpreter's environment (a project's venv: its torch, nvidia-* packages and "
+              "sys.path) instead of the doctor's own.")
 @report_options
-def command(requires: tuple[str, ...], build: str | None, backend: str | None, fmt: str | None, as_json: bool, verbose: int, color: str,
+def command(requires: tuple[str, ...], build: str | None, backend: str | None, binary: str | None, python: str | None, fmt: str | None, as_json: bool, verbose: int, color: str,
             strict: bool) -> int:
     """Detect libtorch installs, the Python torch, the toolchain, the loader's view and GPUs.
 
@@ -31,6 +38,10 @@ def command(requires: tuple[str, ...], build: str | None, backend: str | None, f
     from doctor.requirements import parse_requirement
 
     host = Host.from_system()
+    if python:
+        from doctor.probe.pyenv import interpreter_host
+
+        host = interpreter_host(host, python)
     if backend:
         from doctor.recommend import validate_backend
 
@@ -38,7 +49,7 @@ def command(requires: tuple[str, ...], build: str | None, backend: str | None, f
     policy = _load_policy(host)
     texts = [*getattr(policy, "requirements", ()), *requires]
     requirements = [parse_requirement(t) for t in texts]
-    report = run_check(host, requirements, strict=strict, policy=policy, build=build, backend=backend)
+    report = run_check(host, requirements, strict=strict, policy=policy, build=build, backend=backend, binary=binary)
     return print_report(report, fmt, as_json, verbose, color)
 
 

@@ -573,3 +573,8 @@ ADVISORS: dict[str, Callable[[Match, MachineFacts], Advice]] = {
     "cuda.arch-unsupported": _arch_unsupported,
     "memory.oom": _oom,
 }
+
+# The CUDA-stack ids (issue 13) keep their advisors in their own module.
+from doctor.explain.cuda_advice import CUDA_ADVISORS  # noqa: E402
+
+ADVISORS.update(CUDA_ADVISORS)

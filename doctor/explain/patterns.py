@@ -443,3 +443,142 @@ TABLE: tuple[Rule, ...] = (
 
 RULES: dict[str, Rule] = {rule.id: rule for rule in TABLE}
 ORDER: dict[str, int] = {rule.id: i for i, rule in enumerate(TABLE)}
+
+
+# ---------------------------------------------------------------------------------------------
+# The CUDA stack around libtorch (issue 13): toolkit, host compiler, CUDA libraries, build tools.
+# Appended as one block; advice in doctor/explain/cuda_advice.py; logs in tests/fixtures/logs
+# (index.json entries with "block": "cuda-stack (issue 13)").
+# ---------------------------------------------------------------------------------------------
+
+CUDA_STACK_RULES: tuple[Rule, ...] = (
+    Rule(
+        "cuda.host-compiler-unsupported",
+        "the host compiler is newer than this nvcc accepts",
+        "nvcc refuses host compilers newer than its release supports (crt/host_config.h).",
+        "install a supported gcc/clang and export CUDAHOSTCXX / NVCC_CCBIN, or use a newer CUDA",
+        (
+            sign(r"unsupported (?P<kind>GNU|clang) version! (?:gcc|clang) versions later than (?P<max>\d+(?:\.\d+)?) are not supported",
+                 "unsupported GNU version!",
+                 "/usr/include/crt/host_config.h:132:2: error: #error -- unsupported GNU version! gcc versions later than 12 "
+                 "are not supported! The nvcc flag '-allow-unsupported-compiler' can be used to override this version "
+                 "check; however, using an unsupported host compiler may cause compilation failure or incorrect run time "
+                 "execution. Use at your own risk.",
+                 "/opt/cuda/include/host_config.h:119:2: error: #error -- unsupported GNU version! gcc versions later than 5 are not supported!"),
+            sign(r"unsupported (?P<kind>clang) version! clang version must be less than (?P<max>\d+)", "unsupported clang version!",
+                 basis="nvcc's crt/host_config.h for Clang: '#error -- unsupported clang version! clang version must be "
+                       "less than 19 and greater than 3.2 . The nvcc flag '-allow-unsupported-compiler' ...'"),
+            sign(r"unsupported GNU version! gcc (?P<max>[\d.]+) and up are not supported", "and up are not supported",
+                 basis="CUDA ≤ 8 host_config.h: '#error -- unsupported GNU version! gcc 4.9 and up are not supported!'"),
+        ),
+    ),
+    Rule(
+        "cuda.toolkit-mismatch",
+        "the CUDA toolkit (nvcc) differs from the CUDA torch was built with",
+        "PyTorch's extension builder compares `nvcc --version` with torch.version.cuda: a different major is an error, "
+        "a different minor a warning.",
+        "point CUDA_HOME at a toolkit of torch's CUDA release, or install the torch build for the toolkit's release",
+        (
+            sign(r"The detected CUDA version \((?P<nvcc>\d+\.\d+)\) mismatches the version that was used to compile",
+                 "The detected CUDA version",
+                 "The detected CUDA version (12.4) mismatches the version that was used to compile",
+                 "      The detected CUDA version (11.8) mismatches the version that was used to compile"),
+            sign(r"The detected CUDA version \((?P<nvcc>\d+\.\d+)\) has a minor version mismatch with the version that was "
+                 r"used to compile PyTorch \((?P<torch>\d+\.\d+)\)", "has a minor version mismatch",
+                 basis="torch/utils/cpp_extension.py CUDA_MISMATCH_WARN"),
+            sign(r"^\s*PyTorch \((?P<torch>\d+\.\d+)\)\. Please make sure to use the same CUDA versions", "Please make sure to use the same CUDA",
+                 "PyTorch (11.8). Please make sure to use the same CUDA versions.", trigger=False),
+        ),
+    ),
+    Rule(
+        "cuda.toolkit-not-found",
+        "no CUDA toolkit found (CUDA_HOME)",
+        "Building CUDA code needs the CUDA toolkit (nvcc, headers); torch looks in $CUDA_HOME, $CUDA_PATH, the nvcc on "
+        "PATH, then /usr/local/cuda.",
+        "install the CUDA toolkit of torch's CUDA release and export CUDA_HOME=/usr/local/cuda-<version>",
+        (
+            sign(r"CUDA_HOME environment variable is not set", "CUDA_HOME environment variable is not set",
+                 "OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install root."),
+            sign(r"CUDA was not found on the system, please set the CUDA_HOME or the CUDA_PATH", "CUDA was not found on the system",
+                 basis="torch/utils/cpp_extension.py CUDA_NOT_FOUND_MESSAGE"),
+            sign(r"nvcc not found at '(?P<nvcc>[^']+)'", "nvcc not found at",
+                 basis="torch/utils/cpp_extension.py _check_cuda_version: \"nvcc not found at '{nvcc}'. Ensure CUDA path "
+                       "'{CUDA_HOME}' is correct.\""),
+        ),
+    ),
+    Rule(
+        "cuda.library-too-old",
+        "a CUDA library older than the build needs was loaded",
+        "The loader picked a CUDA library (NCCL, nvJitLink, cuDNN …) older than the one torch was linked against: an older "
+        "pip nvidia-* package, or a system/toolkit copy earlier on LD_LIBRARY_PATH.",
+        "remove the older copy from LD_LIBRARY_PATH, or pip install the nvidia-* version torch pins",
+        (
+            sign(r"undefined symbol: (?P<symbol>nccl\w+)", "undefined symbol: nccl",
+                 "torch/lib/libtorch_cuda.so: undefined symbol: ncclCommRegister",
+                 "ImportError: /root/.local/conda/envs/yolov10/lib/python3.9/site-packages/torch/lib/libtorch_cuda.so: "
+                 "undefined symbol: ncclCommRegister"),
+            sign(r"(?P<consumer>lib\w+\.so[.\d]*): undefined symbol: (?P<symbol>__nvJitLink\w+?_(?P<major>\d+)_(?P<minor>\d+))",
+                 "undefined symbol: __nvJitLink",
+                 "ImportError: /home/dp/anaconda3/envs/ComfyUI/lib/python3.11/site-packages/torch/lib/../../nvidia/cusparse/"
+                 "lib/libcusparse.so.12: undefined symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12"),
+            sign(r"cuDNN version (?:incompatibility|mismatch): PyTorch was compiled\s+against (?P<compiled>\([\d, ]+\)|\d+) but "
+                 r"(?:found runtime version|linked against) (?P<runtime>\([\d, ]+\)|\d+)", "PyTorch was compiled",
+                 "RuntimeError: cuDNN version incompatibility: PyTorch was compiled against (8, 3, 2) but linked against (8, 0, 3)",
+                 "cuDNN version incompatibility: PyTorch was compiled  against (8, 5, 0) but found runtime version (8, 3, 3). "
+                 "PyTorch already comes bundled with cuDNN. One option to resolving this error is to ensure PyTorch can find "
+                 "the bundled cuDNN."),
+            sign(r"libnvJitLink\.so\.\d+ => (?P<path>\S+)", "libnvJitLink.so",
+                 "\tlibnvJitLink.so.12 => /usr/local/cuda-12.1/lib64/libnvJitLink.so.12 (0x000070ddad800000)", trigger=False),
+        ),
+    ),
+    Rule(
+        "cmake.nvtoolsext-missing",
+        "CMake cannot find NVIDIA's nvToolsExt (NVTX v2)",
+        "libtorch ≤ 2.4's Caffe2 CMake config requires libnvToolsExt, which CUDA 12 toolkits no longer ship (NVTX 3 is "
+        "header-only).",
+        "use libtorch ≥ 2.5 (it uses header-only NVTX 3), or install the nvtx package (pip install nvidia-nvtx-cu12) and "
+        "pass -DCUDA_nvToolsExt_LIBRARY=<its lib/libnvToolsExt.so.1>",
+        (
+            sign(r"Failed to find nvToolsExt", "Failed to find nvToolsExt", "  Failed to find nvToolsExt"),
+            sign(r"CUDA::nvToolsExt", "CUDA::nvToolsExt",
+                 basis="CMake: 'The link interface of target \"torch::nvtoolsext\" contains: CUDA::nvToolsExt but the "
+                       "target was not found.'"),
+        ),
+    ),
+    Rule(
+        "cmake.torch-library-missing",
+        "CMake found TorchConfig.cmake but not libtorch's library",
+        "find_package(Torch) found the config files, but the library next to them (lib/libtorch.so, torch.lib) is missing: "
+        "an incomplete or mismatched libtorch, or CMAKE_PREFIX_PATH pointing at headers-only trees.",
+        "point CMAKE_PREFIX_PATH at a complete libtorch (its lib/ holds libtorch.so), e.g. doctor fetch-libtorch",
+        (
+            sign(r"Could NOT find Torch \(missing: (?P<missing>TORCH_LIBRARY[^)]*)\)", "Could NOT find Torch",
+                 "  Could NOT find Torch (missing: TORCH_LIBRARY)"),
+        ),
+    ),
+    Rule(
+        "openmp.duplicate-runtime",
+        "two OpenMP runtimes in one process",
+        "Two copies of Intel's OpenMP runtime (libiomp5) were loaded — typically conda's MKL and the one torch ships.",
+        "keep one OpenMP runtime: conda install nomkl (or remove the duplicate libiomp5 from the environment); "
+        "KMP_DUPLICATE_LIB_OK=TRUE only hides it",
+        (
+            sign(r"OMP: Error #15: Initializing (?P<lib>\S+), but found (?P<other>\S+) already initialized", "OMP: Error #15",
+                 "OMP: Error #15: Initializing libiomp5md.dll, but found libiomp5md.dll already initialized."),
+        ),
+    ),
+    Rule(
+        "build.ninja-missing",
+        "ninja is not installed (torch C++ extensions need it)",
+        "torch.utils.cpp_extension builds JIT extensions with ninja; it checks `ninja --version` on PATH.",
+        "pip install ninja (in the environment that runs the build), then retry",
+        (
+            sign(r"Ninja is required to load C\+\+ extensions", "Ninja is required",
+                 "RuntimeError: Ninja is required to load C++ extensions"),
+        ),
+    ),
+)
+
+TABLE = TABLE + CUDA_STACK_RULES
+RULES = {rule.id: rule for rule in TABLE}
+ORDER = {rule.id: i for i, rule in enumerate(TABLE)}

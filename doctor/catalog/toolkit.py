@@ -1,0 +1,131 @@
+"""The newest host compiler each CUDA release's nvcc accepts, as data.
+
+nvcc enforces these limits in `include/crt/host_config.h` ("#error -- unsupported GNU version!
+gcc versions later than N are not supported!"); NVIDIA's Linux installation guide for each
+release lists the same majors in its "Supported Linux distributions" table. Sources per row
+are in docs/cuda.md; tests/cuda/test_toolkit_catalog.py checks every row.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class HostCompilerLimit:
+    cuda: str  # "12.4": the CUDA release (major.minor)
+    gcc_max: int  # newest GCC major nvcc accepts
+    clang_max: int  # newest Clang major nvcc accepts
+    source: str  # NVIDIA's installation guide for that release
+
+
+def _guide(version: str) -> str:
+    return f"https://docs.nvidia.com/cuda/archive/{version}/cuda-installation-guide-linux/"
+
+
+HOST_COMPILER_LIMITS: tuple[HostCompilerLimit, ...] = (
+    HostCompilerLimit("11.8", 11, 14, _guide("11.8.0")),
+    HostCompilerLimit("12.0", 12, 14, _guide("12.0.0")),
+    HostCompilerLimit("12.1", 12, 15, _guide("12.1.0")),
+    HostCompilerLimit("12.2", 12, 15, _guide("12.2.0")),
+    HostCompilerLimit("12.3", 12, 16, _guide("12.3.0")),
+    HostCompilerLimit("12.4", 13, 17, _guide("12.4.0")),
+    HostCompilerLimit("12.5", 13, 17, _guide("12.5.0")),
+    HostCompilerLimit("12.6", 13, 18, _guide("12.6.0")),
+    HostCompilerLimit("12.8", 14, 19, _guide("12.8.0")),
+    HostCompilerLimit("12.9", 14, 19, _guide("12.9.0")),
+    HostCompilerLimit("13.0", 15, 20, _guide("13.0.0")),
+)
+
+
+def major_minor(version: str | None) -> tuple[int, int] | None:
+    """(12, 4) from "12.4", "12.4.131" or "V12.4.131"; None when it is not a version."""
+    if not version:
+        return None
+    m = re.match(r"v?(\d+)\.(\d+)", version.strip(), re.I)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def host_compiler_limit(cuda: str | None) -> HostCompilerLimit | None:
+    """The row for this CUDA release; an unlisted minor (12.7) takes the newest listed row of the
+    same major below it, because nvcc only ever raises its limits within a major."""
+    want = major_minor(cuda)
+    if want is None:
+        return None
+    rows = [r for r in HOST_COMPILER_LIMITS if (k := major_minor(r.cuda)) and k[0] == want[0] and k <= want]
+    return max(rows, key=lambda r: major_minor(r.cuda), default=None)
+
+
+def newest_cuda_for(kind: str, major: int) -> str | None:
+    """The oldest listed CUDA release whose nvcc accepts this compiler major (for the fix text)."""
+    for row in HOST_COMPILER_LIMITS:
+        if (row.gcc_max if kind == "gcc" else row.clang_max) >= major:
+            return row.cuda
+    return None
+
+
+@dataclass(frozen=True)
+class CudaLibrary:
+    key: str  # "cudnn"
+    stem: str  # soname stem: "libcudnn.so"
+    package: str  # pip distribution without the -cuXY suffix: "nvidia-cudnn"
+    pip_dir: str  # directory under site-packages/nvidia: "cudnn"
+    symbols: tuple[str, ...] = ()  # prefixes of the functions it exports, to attribute undefined symbols
+
+
+# The CUDA libraries a PyTorch CUDA build loads, with the pip wheels that ship them
+# (torch's own METADATA pins these: Requires-Dist: nvidia-cudnn-cu12==9.1.0.70; ...).
+CUDA_LIBRARIES: tuple[CudaLibrary, ...] = (
+    CudaLibrary("cudart", "libcudart.so", "nvidia-cuda-runtime", "cuda_runtime", ("cudaGetDevice", "cudaMalloc", "cudaStream", "cudaLaunch", "cudaGraph")),
+    CudaLibrary("nvrtc", "libnvrtc.so", "nvidia-cuda-nvrtc", "cuda_nvrtc", ("nvrtc",)),
+    CudaLibrary("cupti", "libcupti.so", "nvidia-cuda-cupti", "cuda_cupti"),
+    CudaLibrary("cublas", "libcublas.so", "nvidia-cublas", "cublas", ("cublas",)),
+    CudaLibrary("cublasLt", "libcublasLt.so", "nvidia-cublas", "cublas", ("cublasLt",)),
+    CudaLibrary("cudnn", "libcudnn.so", "nvidia-cudnn", "cudnn", ("cudnn",)),
+    CudaLibrary("cufft", "libcufft.so", "nvidia-cufft", "cufft", ("cufft",)),
+    CudaLibrary("curand", "libcurand.so", "nvidia-curand", "curand", ("curand",)),
+    CudaLibrary("cusolver", "libcusolver.so", "nvidia-cusolver", "cusolver", ("cusolver",)),
+    CudaLibrary("cusparse", "libcusparse.so", "nvidia-cusparse", "cusparse", ("cusparse",)),
+    CudaLibrary("cusparseLt", "libcusparseLt.so", "nvidia-cusparselt", "cusparselt", ("cusparseLt",)),
+    CudaLibrary("nccl", "libnccl.so", "nvidia-nccl", "nccl", ("nccl",)),
+    CudaLibrary("nvJitLink", "libnvJitLink.so", "nvidia-nvjitlink", "nvjitlink", ("__nvJitLink", "nvJitLink")),
+    CudaLibrary("nvtx", "libnvToolsExt.so", "nvidia-nvtx", "nvtx"),
+    CudaLibrary("cufile", "libcufile.so", "nvidia-cufile", "cufile"),
+)
+
+
+def cuda_library_for_symbol(name: str) -> CudaLibrary | None:
+    """Which library an undefined symbol comes from, by its exported-function prefix."""
+    hits = [lib for lib in CUDA_LIBRARIES for p in lib.symbols if name.startswith(p)]
+    return max(hits, key=lambda lib: max(len(p) for p in lib.symbols if name.startswith(p)), default=None)
+
+
+def cuda_library_for_soname(soname: str) -> CudaLibrary | None:
+    """The library a NEEDED entry names: "libcudnn.so.9" → cudnn (the longest stem wins: cublasLt).
+    Wheels and libtorch zips repaired by auditwheel bundle hashed copies: "libcudart-9335f6a2.so.12"."""
+    soname = re.sub(r"^(lib[\w.]+?)-[0-9a-f]{8}(\.so.*)$", r"\1\2", soname)
+    hits = [lib for lib in CUDA_LIBRARIES if soname == lib.stem or soname.startswith(lib.stem + ".")]
+    return max(hits, key=lambda lib: len(lib.stem), default=None)
+
+
+def split_cuda_package(name: str) -> tuple[str, int | None]:
+    """("nvidia-nccl", 12) from "nvidia-nccl-cu12" / "nvidia_nccl_cu12"; (name, None) without a suffix."""
+    norm = re.sub(r"[-_.]+", "-", name).lower()
+    m = re.fullmatch(r"(.+)-cu(\d+)", norm)
+    return (m.group(1), int(m.group(2))) if m else (norm, None)
+
+
+# TORCH_CUDA_ARCH_LIST names, as torch/utils/cpp_extension.py `_get_cuda_arch_flags` expands them
+# (combined names first: the expansion is a string replace, in this order).
+NAMED_ARCHES: tuple[tuple[str, str], ...] = (
+    ("Kepler+Tesla", "3.7"), ("Kepler", "3.5+PTX"), ("Maxwell+Tegra", "5.3"), ("Maxwell", "5.0;5.2+PTX"),
+    ("Pascal", "6.0;6.1+PTX"), ("Volta+Tegra", "7.2"), ("Volta", "7.0+PTX"), ("Turing", "7.5+PTX"),
+    ("Ampere+Tegra", "8.7"), ("Ampere", "8.0;8.6+PTX"), ("Ada", "8.9+PTX"), ("Hopper", "9.0+PTX"),
+    ("Blackwell+Tegra", "11.0"), ("Blackwell", "10.0;10.3;12.0;12.1+PTX"),
+)
+# ... and the arches it accepts (each also with "+PTX").
+CPP_EXTENSION_ARCHES: tuple[str, ...] = (
+    "3.5", "3.7", "5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0",
+    "9.0a", "10.0", "10.0a", "11.0", "11.0a", "10.3", "10.3a", "12.0", "12.0a", "12.1", "12.1a",
+)

@@ -1,0 +1,138 @@
+"""TORCH_CUDA_ARCH_LIST / PYTORCH_ROCM_ARCH: what a torch extension (or a source build) will be
+compiled for, against the visible GPUs and what the toolkit's nvcc can target. Pure."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from doctor.catalog.toolkit import CPP_EXTENSION_ARCHES, NAMED_ARCHES
+from doctor.model import Area, Evidence, Finding, Level
+
+MAX_ENTRIES = 64
+
+
+@dataclass(frozen=True)
+class ArchEntry:
+    text: str  # as written: "8.6+PTX", "sm_90a", "Ampere" (expanded)
+    cc: str | None  # "8.6", "9.0a"; None when unreadable
+    ptx: bool
+    cpp_extension_ok: bool  # the spelling torch.utils.cpp_extension accepts
+
+
+def _cc_key(cc: str) -> tuple[int, int]:
+    major, minor = cc.rstrip("af").split(".")
+    return int(major), int(minor)
+
+
+def parse_arch_list(value: str) -> list[ArchEntry]:
+    """Entries of a TORCH_CUDA_ARCH_LIST value: ';', ' ' or ',' separated; names expanded as torch does."""
+    text = value.replace(" ", ";").replace(",", ";")
+    for name, expansion in NAMED_ARCHES:
+        text = text.replace(name, expansion)
+    out = []
+    for token in [t for t in text.split(";") if t][:MAX_ENTRIES]:
+        ptx = token.endswith("+PTX")
+        core = token[:-4] if ptx else token
+        if m := re.fullmatch(r"(\d{1,2})\.(\d)([af]?)", core):
+            cc = f"{m.group(1)}.{m.group(2)}{m.group(3)}"
+            out.append(ArchEntry(token, cc, ptx, cc in CPP_EXTENSION_ARCHES))
+        elif m := re.fullmatch(r"(?:sm|compute)_(\d{1,2})(\d)([af]?)", core):
+            out.append(ArchEntry(token, f"{m.group(1)}.{m.group(2)}{m.group(3)}", ptx or core.startswith("compute_"), False))
+        else:
+            out.append(ArchEntry(token[:40], None, ptx, False))
+    return out
+
+
+def covers(entries: list[ArchEntry], cc: str) -> str | None:
+    """"sm" when a cubin runs on this GPU, "ptx" when only PTX JIT does, None when nothing does.
+    An arch-specific entry (9.0a) runs only on exactly that GPU; PTX runs on any newer one."""
+    want = _cc_key(cc)
+    for e in entries:
+        if e.cc and _cc_key(e.cc) == want:
+            return "sm"
+    # A cubin also runs on a newer GPU of the same major (sm_80 on an 8.6 card).
+    for e in entries:
+        if e.cc and not e.cc.endswith(("a", "f")) and _cc_key(e.cc)[0] == want[0] and _cc_key(e.cc) <= want:
+            return "sm"
+    if any(e.cc and e.ptx and not e.cc.endswith(("a", "f")) and _cc_key(e.cc) <= want for e in entries):
+        return "ptx"
+    return None
+
+
+def cuda_arch_area(env: dict[str, str], gpu_ccs: list[str], gpu_codes: list[str], cuda_build: bool,
+                   rocm_gfx: list[str] = ()) -> Area | None:
+    """`gpu_ccs`: compute capabilities of the visible NVIDIA GPUs ("8.6"); `gpu_codes`: the active
+    nvcc's `--list-gpu-code` (sm_75 …); `cuda_build`: torch or libtorch is a CUDA build."""
+    value = env.get("TORCH_CUDA_ARCH_LIST")
+    rocm = env.get("PYTORCH_ROCM_ARCH")
+    if value is None and rocm is None and not cuda_build:
+        return None
+    findings: list[Finding] = []
+    details: list[str] = []
+    if value is None or value.strip() in ("", "native"):
+        if gpu_ccs:
+            ccs = sorted(set(gpu_ccs), key=_cc_key)
+            details.append(f"TORCH_CUDA_ARCH_LIST unset: extensions are built for the visible GPUs: "
+                           f"{';'.join(ccs[:-1] + [ccs[-1] + '+PTX'])}")
+        elif cuda_build:
+            findings.append(Finding(
+                "cuda.arch-list-misses-gpu", Level.WARNING,
+                "TORCH_CUDA_ARCH_LIST is unset and no GPU is visible: torch extensions have no architecture to build for",
+                detail="torch.utils.cpp_extension takes the list from the visible GPUs when the variable is unset; on a "
+                       "build machine or CI runner without a GPU it has none (IndexError: list index out of range).",
+                fix="export TORCH_CUDA_ARCH_LIST=\"8.0;8.6;8.9;9.0+PTX\" (the GPUs the build must run on)",
+                area="cuda", evidence=[Evidence("env", "TORCH_CUDA_ARCH_LIST", "unset")], subject="TORCH_CUDA_ARCH_LIST"))
+    else:
+        entries = parse_arch_list(value)
+        details.append("TORCH_CUDA_ARCH_LIST: " + ", ".join(e.text + (f" → {e.cc}" if e.cc and e.cc != e.text else "")
+                                                           for e in entries))
+        ev = [Evidence("env", "TORCH_CUDA_ARCH_LIST", value[:200])]
+        for e in entries:
+            if e.cc is None or not e.cpp_extension_ok:
+                better = (e.cc + ("+PTX" if e.ptx else "")) if e.cc else None
+                findings.append(Finding(
+                    "cuda.arch-list-invalid", Level.ERROR,
+                    f"TORCH_CUDA_ARCH_LIST entry {e.text!r} is not one torch accepts",
+                    detail="torch.utils.cpp_extension raises \"Unknown CUDA arch (" + e.text + ") or GPU not supported\".",
+                    fix=f"write it as {better}" if better and better != e.text else
+                        "use compute capabilities such as 8.6, 9.0a or 12.0+PTX, or names such as Ampere, Hopper",
+                    area="cuda", evidence=ev, subject=e.text))
+        if gpu_codes:
+            # --list-gpu-code lists base targets (sm_90); the arch-specific 9.0a builds for the same GPU.
+            can = {c.removeprefix("sm_").rstrip("af") for c in gpu_codes}
+            for e in entries:
+                if e.cc and e.cc.rstrip("af").replace(".", "") not in can:
+                    findings.append(Finding(
+                        "cuda.arch-list-invalid", Level.ERROR,
+                        f"this nvcc cannot target {e.text} (its --list-gpu-code ends at {gpu_codes[-1]})",
+                        detail=f"nvcc fails with \"Unsupported gpu architecture 'compute_{e.cc.replace('.', '')}'\".",
+                        fix=f"drop {e.text} from TORCH_CUDA_ARCH_LIST, or use a CUDA toolkit that supports it",
+                        area="cuda", evidence=ev, subject=f"{e.text}:nvcc"))
+        for cc in sorted(set(gpu_ccs), key=_cc_key):
+            how = covers(entries, cc)
+            if how is None:
+                findings.append(Finding(
+                    "cuda.arch-list-misses-gpu", Level.WARNING,
+                    f"TORCH_CUDA_ARCH_LIST ({value[:60]}) builds nothing that runs on this GPU (compute capability {cc})",
+                    detail="The extension loads, then fails with \"no kernel image is available for execution on the device\".",
+                    fix=f"add {cc} to TORCH_CUDA_ARCH_LIST (export TORCH_CUDA_ARCH_LIST=\"{value.strip()};{cc}\")",
+                    area="cuda", evidence=ev, subject=cc))
+            elif how == "ptx":
+                details.append(f"GPU {cc}: only PTX (JIT-compiled at first use)")
+    if rocm is not None:
+        wanted = [t for t in re.split(r"[;, ]+", rocm) if t][:MAX_ENTRIES]
+        details.append("PYTORCH_ROCM_ARCH: " + ", ".join(wanted))
+        bad = [t for t in wanted if not re.fullmatch(r"gfx[0-9a-f]{3,4}(?::[\w+-]+)?", t)]
+        for t in bad:
+            findings.append(Finding("cuda.arch-list-invalid", Level.ERROR, f"PYTORCH_ROCM_ARCH entry {t[:40]!r} is not a gfx target",
+                                    fix="use gfx names such as gfx90a;gfx942;gfx1100", area="cuda",
+                                    evidence=[Evidence("env", "PYTORCH_ROCM_ARCH", rocm[:200])], subject=t[:40]))
+        for gfx in sorted(set(rocm_gfx)):
+            if gfx not in {t.split(":")[0] for t in wanted}:
+                findings.append(Finding(
+                    "cuda.arch-list-misses-gpu", Level.WARNING, f"PYTORCH_ROCM_ARCH ({rocm[:60]}) does not include this GPU's {gfx}",
+                    fix=f"export PYTORCH_ROCM_ARCH=\"{rocm.strip()};{gfx}\"", area="cuda",
+                    evidence=[Evidence("env", "PYTORCH_ROCM_ARCH", rocm[:200])], subject=gfx))
+    summary = details[0] if details else "TORCH_CUDA_ARCH_LIST unset"
+    return Area("cuda-arch", "GPU architectures to build", summary, details, findings)

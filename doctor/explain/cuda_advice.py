@@ -1,0 +1,106 @@
+"""Advice for the CUDA-stack ids (issue 13): what the log proved, made concrete with the catalog."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from doctor.catalog.toolkit import HOST_COMPILER_LIMITS, major_minor
+from doctor.explain.advice import Advice, MachineFacts
+from doctor.explain.engine import Match
+
+# NCCL entry points torch needs, and the NCCL release that introduced them (NCCL release notes).
+NCCL_SINCE = {"ncclCommRegister": "2.19", "ncclCommDeregister": "2.19", "ncclCommSplit": "2.18",
+              "ncclCommWindowRegister": "2.27"}
+
+
+def _first(match: Match, name: str) -> str | None:
+    values = match.values(name)
+    return values[0] if values else None
+
+
+def _host_compiler(match: Match, facts: MachineFacts) -> Advice:
+    kind = "clang" if (_first(match, "kind") or "").lower() == "clang" else "gcc"
+    top = _first(match, "max")
+    detail = [match.rule.cause]
+    releases = []
+    if top and top.split(".")[0].isdigit():
+        limit = int(top.split(".")[0])
+        releases = [r.cuda for r in HOST_COMPILER_LIMITS if (r.gcc_max if kind == "gcc" else r.clang_max) == limit]
+        newer = next((r.cuda for r in HOST_COMPILER_LIMITS if (r.gcc_max if kind == "gcc" else r.clang_max) > limit), None)
+        if releases:
+            detail.append(f"This nvcc accepts {kind} ≤ {limit} (as CUDA {', '.join(releases)} do).")
+        cxx, cc = ("g++", "gcc") if kind == "gcc" else ("clang++", "clang")
+        fix = (f"install {kind} {limit} and export CUDAHOSTCXX=/usr/bin/{cxx}-{limit} NVCC_CCBIN=/usr/bin/{cc}-{limit} "
+               f"(CMake: -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/{cxx}-{limit})")
+        if newer:
+            fix += f"; or use CUDA ≥ {newer}, whose nvcc accepts a newer {kind}"
+        return Advice(f"nvcc accepts {kind} ≤ {limit}; the host compiler is newer", detail, fix, subject=f"{kind}>{limit}")
+    return Advice(match.rule.title, detail, match.rule.fix)
+
+
+def _toolkit_mismatch(match: Match, facts: MachineFacts) -> Advice:
+    nvcc, torch = _first(match, "nvcc"), _first(match, "torch")
+    detail = [match.rule.cause]
+    a, b = major_minor(nvcc), major_minor(torch)
+    if a and b:
+        if a[0] != b[0]:
+            detail.append(f"The majors differ (CUDA {a[0]} vs {b[0]}): PyTorch refuses to build the extension.")
+        else:
+            detail.append("Only the minor differs: recent PyTorch releases only warn about that; older ones raised this error.")
+    if nvcc and torch:
+        fix = (f"export CUDA_HOME=/usr/local/cuda-{torch} (a CUDA {torch} toolkit; `doctor check` lists the ones "
+               f"installed), or install torch built for CUDA {nvcc}: pip install torch --index-url "
+               f"https://download.pytorch.org/whl/cu{nvcc.replace('.', '')}")
+        return Advice(f"nvcc is CUDA {nvcc}, torch was built with CUDA {torch}", detail, fix, subject=f"{nvcc}/{torch}")
+    return Advice(match.rule.title, detail, match.rule.fix, subject=nvcc or "")
+
+
+def _library_too_old(match: Match, facts: MachineFacts) -> Advice:
+    detail = [match.rule.cause]
+    symbol = _first(match, "symbol")
+    shadow = _first(match, "path")
+    if symbol and symbol.startswith("__nvJitLink"):
+        need = f"{_first(match, 'major')}.{_first(match, 'minor')}"
+        consumer = _first(match, "consumer") or "a CUDA library"
+        detail.append(f"{consumer} needs nvJitLink ≥ {need} ({symbol}); an older libnvJitLink was loaded"
+                      + (f": {shadow}." if shadow else "."))
+        fix = (f"pip install 'nvidia-nvjitlink-cu{need.split('.')[0]}>={need}'"
+               + (f", and remove {shadow.rsplit('/', 1)[0]} from LD_LIBRARY_PATH" if shadow else
+                  "; and check LD_LIBRARY_PATH for an older CUDA's lib64"))
+        return Advice(f"libnvJitLink older than {need} was loaded", detail, fix, subject="nvJitLink")
+    if symbol and symbol.startswith("nccl"):
+        since = NCCL_SINCE.get(symbol)
+        detail.append(f"libtorch_cuda calls {symbol}" + (f", added in NCCL {since}" if since else "")
+                      + "; the libnccl.so.2 loaded is older (another package's NCCL, or one on LD_LIBRARY_PATH).")
+        fix = ("pip install --force-reinstall the nvidia-nccl-cu12 version torch pins (pip show torch lists it), and "
+               "remove other NCCL copies from LD_LIBRARY_PATH; `doctor check` shows which libnccl.so.2 loads")
+        return Advice(f"libnccl.so.2 is older than torch needs ({symbol})", detail, fix, subject="nccl")
+    compiled, runtime = _first(match, "compiled"), _first(match, "runtime")
+    if compiled and runtime:
+        detail.append(f"torch was compiled against cuDNN {compiled}, the loader found {runtime}.")
+        fix = ("remove the other cuDNN from LD_LIBRARY_PATH so torch finds the one it ships with (pip's "
+               "nvidia-cudnn-cu12), or reinstall torch; `doctor check` shows which libcudnn loads")
+        return Advice(f"cuDNN {runtime} loaded, torch was compiled against {compiled}", detail, fix, subject="cudnn")
+    return Advice(match.rule.title, detail, match.rule.fix)
+
+
+def _toolkit_not_found(match: Match, facts: MachineFacts) -> Advice:
+    detail = [match.rule.cause]
+    home = facts.env.get("CUDA_HOME") or facts.env.get("CUDA_PATH")
+    if home:
+        detail.append(f"On this machine CUDA_HOME/CUDA_PATH is {home}" + (
+            "" if facts.exists and facts.exists(f"{home}/bin/nvcc") else ", which has no bin/nvcc") + ".")
+    if facts.exists and facts.exists("/usr/local/cuda/bin/nvcc"):
+        fix = "export CUDA_HOME=/usr/local/cuda PATH=/usr/local/cuda/bin:$PATH (a toolkit is installed there)"
+    else:
+        fix = ("install the CUDA toolkit of torch's CUDA release (or pip install nvidia-cuda-nvcc-cu12 in this "
+               "environment) and export CUDA_HOME to it; `doctor check` shows what torch would find")
+    return Advice(match.rule.title, detail, fix, subject=home or "CUDA_HOME")
+
+
+CUDA_ADVISORS: dict[str, Callable[[Match, MachineFacts], Advice]] = {
+    "cuda.host-compiler-unsupported": _host_compiler,
+    "cuda.toolkit-mismatch": _toolkit_mismatch,
+    "cuda.library-too-old": _library_too_old,
+    "cuda.toolkit-not-found": _toolkit_not_found,
+}

@@ -1,0 +1,138 @@
+"""The Python environment, as torch's collect_env reports it, without importing torch.
+
+The interpreter is asked (a subprocess printing JSON) for its version, implementation, prefixes
+and sys.path; packages are then read over that sys.path from `*.dist-info/METADATA` (and
+`INSTALLER`, conda's `conda-meta/`), so `--python PATH` inspects a project's venv as well as the
+doctor's own interpreter. Facts only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import PurePath
+
+from doctor.errors import DoctorError, UsageError
+from doctor.host import Host
+from doctor.model import Evidence
+
+SCRIPT = (
+    "import json, os, platform, sys; print(json.dumps({'version': platform.python_version(), "
+    "'implementation': platform.python_implementation(), 'executable': sys.executable, "
+    "'realpath': os.path.realpath(sys.executable), 'prefix': sys.prefix, 'base_prefix': sys.base_prefix, "
+    "'path': [p for p in sys.path if p]}))"
+)
+FAMILY = re.compile(r"^(torch|torchvision|torchaudio|torchtext|torchdata|triton|pytorch-triton(?:-\w+)?|nvidia-[\w-]+|numpy|"
+                    r"torch-doctor)$")
+VARIABLES = ("PYTORCH_CUDA_ALLOC_CONF", "CUDA_VISIBLE_DEVICES", "CUDA_MODULE_LOADING", "TORCH_CUDA_ARCH_LIST",
+             "PYTORCH_ROCM_ARCH", "CUDA_HOME", "LD_LIBRARY_PATH")
+MAX_OUTPUT = 1 << 20
+
+
+@dataclass
+class Package:
+    name: str
+    version: str
+    installer: str  # "pip", "uv", "conda", "" (unknown)
+    location: str
+
+
+@dataclass
+class PyEnvFacts:
+    python: str  # the interpreter inspected
+    realpath: str
+    version: str
+    implementation: str
+    prefix: str
+    base_prefix: str
+    venv: bool
+    conda: bool  # the prefix is a conda environment (conda-meta/)
+    sys_path: list[str]
+    packages: list[Package] = field(default_factory=list)
+    variables: dict[str, str] = field(default_factory=dict)
+    python_on_path: str | None = None  # `python` (or `python3`) on PATH: its sys.executable
+    python_on_path_prefix: str | None = None  # and its sys.prefix
+    evidence: list[Evidence] = field(default_factory=list)
+
+
+def ask_interpreter(host: Host, python: str, timeout: float = 10.0) -> dict:
+    """The interpreter's own answer; DoctorError when it is not a working Python."""
+    run = host.run([python, "-I", "-c", SCRIPT], timeout=timeout)
+    if not run.ok:
+        raise UsageError(f"--python {python}: could not run it ({run.error or run.stderr.strip()[:200] or run.returncode})",
+                          "pass the path of a Python interpreter, e.g. .venv/bin/python")
+    try:
+        data = json.loads(run.stdout[:MAX_OUTPUT])
+    except ValueError:
+        data = None
+    keys = {"version": str, "implementation": str, "executable": str, "realpath": str, "prefix": str,
+            "base_prefix": str, "path": list}
+    if not isinstance(data, dict) or any(not isinstance(data.get(k), t) for k, t in keys.items()) \
+            or not all(isinstance(p, str) for p in data["path"]):
+        raise UsageError(f"--python {python}: it did not answer like a Python interpreter",
+                          "pass the path of a Python ≥ 3.8 interpreter")
+    data["path"] = data["path"][:256]
+    return data
+
+
+def interpreter_host(host: Host, python: str) -> Host:
+    """The same host, seen from another interpreter: its sys.path decides which torch is found."""
+    data = ask_interpreter(host, python)
+    # -I drops the script's directory and PYTHONPATH; keep PYTHONPATH as that interpreter would see it.
+    extra = [p for p in host.env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return replace(host, python=data["executable"], sys_path=extra + data["path"])
+
+
+def read_packages(host: Host, sys_path: list[str]) -> list[Package]:
+    found: dict[str, Package] = {}
+    for entry in sys_path:
+        for name in host.listdir(entry):
+            if not name.endswith(".dist-info"):
+                continue
+            base = PurePath(entry) / name
+            text = host.read_text(base / "METADATA", limit=1 << 16) or ""
+            meta = dict(m.groups() for m in re.finditer(r"^(Name|Version): *(.+?) *$", text.split("\n\n")[0], re.M))
+            dist = re.sub(r"[-_.]+", "-", meta.get("Name", "")).lower()
+            if not dist or not FAMILY.match(dist) or dist in found:  # the first on sys.path wins, as for imports
+                continue
+            installer = (host.read_text(base / "INSTALLER", limit=64) or "").strip().lower()[:16]
+            found[dist] = Package(dist, meta.get("Version", "?"), installer, str(entry))
+    return sorted(found.values(), key=lambda p: p.name)
+
+
+def detect_pyenv(host: Host) -> PyEnvFacts | None:
+    try:
+        data = ask_interpreter(host, host.python)
+    except DoctorError:
+        return None
+    facts = PyEnvFacts(
+        python=data["executable"], realpath=data["realpath"], version=data["version"],
+        implementation=data["implementation"], prefix=data["prefix"], base_prefix=data["base_prefix"],
+        venv=data["prefix"] != data["base_prefix"], conda=host.is_dir(PurePath(data["prefix"]) / "conda-meta"),
+        sys_path=list(host.sys_path) or data["path"],
+        evidence=[Evidence("command", f"{host.python} -I -c <platform, sys>",
+                           f"{data['implementation']} {data['version']} at {data['executable']}")],
+    )
+    facts.packages = read_packages(host, facts.sys_path)
+    if facts.conda:
+        for p in facts.packages:
+            if not p.installer and host.exists(PurePath(facts.prefix) / "conda-meta"):
+                metas = [m for m in host.listdir(PurePath(facts.prefix) / "conda-meta") if m.startswith(p.name + "-")]
+                if metas:
+                    p.installer = "conda"
+    facts.variables = {k: v for k, v in host.env.items() if k in VARIABLES or k.startswith("NCCL_")}
+    on_path = host.which("python") or host.which("python3")
+    if on_path:
+        # A venv's python is a symlink to the base interpreter: what tells them apart is sys.prefix.
+        facts.python_on_path, facts.python_on_path_prefix = on_path, facts.prefix
+        if on_path != facts.python:
+            try:
+                answer = ask_interpreter(host, on_path, timeout=5.0)
+                facts.python_on_path, facts.python_on_path_prefix = answer["executable"], answer["prefix"]
+            except DoctorError:
+                facts.python_on_path_prefix = None
+        facts.evidence.append(Evidence("command", f"{on_path} -I -c <sys.prefix>",
+                                       f"{facts.python_on_path} (prefix {facts.python_on_path_prefix})"))
+    return facts

@@ -1,0 +1,63 @@
+"""The Python environment of this or another interpreter, read without importing torch: a real
+venv made here with the real interpreter, and real dist-info directories in it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from doctor.diagnose.cuda_stack import pyenv_area
+from doctor.errors import UsageError
+from doctor.host import Host
+from doctor.probe.pyenv import detect_pyenv, interpreter_host
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("pyenv") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    site = next(root.glob("lib/python3*/site-packages"))
+    for name, version, installer in (("nvidia_nccl_cu12", "2.21.5", "pip"), ("torch", "2.6.0", "uv"),
+                                     ("requests", "2.32.0", "pip")):
+        d = site / f"{name}-{version}.dist-info"
+        d.mkdir()
+        (d / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n\n")
+        (d / "INSTALLER").write_text(installer + "\n")
+    return root
+
+
+def test_another_interpreter_is_inspected(venv):
+    base = Host.for_test(Path("/"), {"PATH": "/usr/bin:/bin"}, sys_path=[])
+    host = interpreter_host(base, str(venv / "bin/python"))
+    assert host.python == str(venv / "bin/python") and any(p.endswith("site-packages") for p in host.sys_path)
+    facts = detect_pyenv(host)
+    assert facts.venv and facts.version == ".".join(map(str, sys.version_info[:3]))
+    assert [(p.name, p.version, p.installer) for p in facts.packages] == [
+        ("nvidia-nccl-cu12", "2.21.5", "pip"), ("torch", "2.6.0", "uv")]  # requests is not torch-family
+
+
+def test_python_on_path_that_is_another_interpreter_warns(venv, tmp_path):
+    host = interpreter_host(Host.for_test(Path("/"), {"PATH": str(Path(sys.executable).parent)}), str(venv / "bin/python"))
+    area = pyenv_area(detect_pyenv(host))
+    assert [f.id for f in area.findings] == ["python.path-differs"]
+    assert f"--python {area.findings[0].subject}" in area.findings[0].fix
+    # The venv's own bin/ first on PATH (an activated venv): no warning.
+    host = interpreter_host(Host.for_test(Path("/"), {"PATH": str(venv / "bin")}), str(venv / "bin/python"))
+    assert pyenv_area(detect_pyenv(host)).findings == []
+
+
+def test_variables_collect_env_reports():
+    host = Host.for_test(Path("/"), {"PATH": "/usr/bin", "NCCL_DEBUG": "INFO", "CUDA_MODULE_LOADING": "LAZY",
+                                     "HOME": "/root"}, python=sys.executable)
+    facts = detect_pyenv(host)
+    assert facts.variables == {"NCCL_DEBUG": "INFO", "CUDA_MODULE_LOADING": "LAZY"}
+
+
+@pytest.mark.parametrize("bad", ["/nonexistent/python", "/bin/true"])
+def test_not_an_interpreter_is_a_usage_error(bad):
+    with pytest.raises(UsageError) as err:
+        interpreter_host(Host.for_test(Path("/"), {"PATH": "/usr/bin:/bin"}), bad)
+    assert err.value.exit_code == 2 and "--python" in err.value.message

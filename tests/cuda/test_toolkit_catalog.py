@@ -1,0 +1,59 @@
+"""Every row of the host-compiler table, and PyTorch's major/minor rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from doctor.catalog.toolkit import HOST_COMPILER_LIMITS, host_compiler_limit, major_minor, newest_cuda_for
+from doctor.diagnose.cuda_stack import compare_cuda, cuda_of_variant
+from doctor.model import Level
+
+# (release, gcc max, clang max): what each release's crt/host_config.h enforces and its
+# installation guide lists (docs/cuda.md has the source of each row).
+ROWS = [
+    ("11.8", 11, 14), ("12.0", 12, 14), ("12.1", 12, 15), ("12.2", 12, 15), ("12.3", 12, 16),
+    ("12.4", 13, 17), ("12.5", 13, 17), ("12.6", 13, 18), ("12.8", 14, 19), ("12.9", 14, 19),
+    ("13.0", 15, 20),
+]
+
+
+@pytest.mark.parametrize(("cuda", "gcc", "clang"), ROWS)
+def test_every_row(cuda, gcc, clang):
+    row = host_compiler_limit(cuda)
+    assert (row.cuda, row.gcc_max, row.clang_max) == (cuda, gcc, clang)
+    assert row.source.startswith("https://docs.nvidia.com/cuda/archive/") and cuda in row.source
+
+
+def test_table_is_exactly_the_rows_tested_and_never_lowers_a_limit():
+    assert [(r.cuda, r.gcc_max, r.clang_max) for r in HOST_COMPILER_LIMITS] == ROWS
+    for a, b in zip(HOST_COMPILER_LIMITS, HOST_COMPILER_LIMITS[1:]):
+        assert b.gcc_max >= a.gcc_max and b.clang_max >= a.clang_max
+
+
+def test_unlisted_minor_takes_the_row_below_and_other_majors_nothing():
+    assert host_compiler_limit("12.7.1").cuda == "12.6"
+    assert host_compiler_limit("V13.2.51").cuda == "13.0"
+    assert host_compiler_limit("11.7") is None and host_compiler_limit("garbage") is None
+
+
+def test_newest_cuda_for_a_compiler():
+    assert newest_cuda_for("gcc", 14) == "12.8"
+    assert newest_cuda_for("clang", 20) == "13.0"
+    assert newest_cuda_for("gcc", 99) is None
+
+
+def test_major_minor():
+    assert major_minor("12.4.131") == (12, 4) and major_minor(None) is None
+
+
+@pytest.mark.parametrize(("nvcc", "build", "level"), [
+    ("12.4", "12.4", None), ("12.4", "12.8", Level.WARNING), ("11.8", "12.1", Level.ERROR),
+    ("13.0", "12.8", Level.ERROR), ("12.6", None, None),
+])
+def test_pytorch_rule(nvcc, build, level):
+    assert compare_cuda(nvcc, build) is level
+
+
+def test_variant_to_cuda():
+    assert [cuda_of_variant(v) for v in ("cu118", "cu128", "cu130", "cpu", "cuda", "rocm6.4", None)] == [
+        "11.8", "12.8", "13.0", None, None, None, None]
