@@ -303,7 +303,7 @@ def compare_many(inputs: Sequence[Input]) -> list[Spread]:
     sides = [(i.name, _collect(i)) for i in inputs]
     for i, (name, facts) in enumerate(sides):
         for fid in _problems(inputs[i].data):
-            facts[("results", fid)] = Fact("results", f"reports {fid}", f"findings[id={fid}]", "yes", Level.WARNING)
+            facts[("results", fid)] = Fact("results", f"problem {fid}", f"findings[id={fid}]", "reported", Level.WARNING)
     keys: dict[tuple[str, str], Fact] = {}
     for _, facts in sides:
         for key, fact in facts.items():
@@ -312,7 +312,7 @@ def compare_many(inputs: Sequence[Input]) -> list[Spread]:
     for key, fact in keys.items():
         holders: dict[str, list[str]] = {}
         for name, facts in sides:
-            value = facts[key].value if key in facts else ("no" if key[0] == "results" else NONE)
+            value = facts[key].value if key in facts else ("not reported" if key[0] == "results" else NONE)
             holders.setdefault(value, []).append(name)
         if len(holders) > 1:
             ranked = sorted(holders.items(), key=lambda kv: -len(kv[1]))  # stable: ties keep report order
