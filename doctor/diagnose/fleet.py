@@ -4,6 +4,7 @@ results → areas and findings. Pure: no Host, no torch; tests feed it recorded 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from doctor import __version__
@@ -84,8 +85,9 @@ def _spread_finding(s: Spread, inputs: list[Input]) -> Finding:
     majority, nodes = s.values[0]
     others = [n for _, ns in s.values[1:] for n in ns]
     source = next(i for i in inputs if i.name == nodes[0])
-    fix = fill_fix(s.fact, source.data).replace("make B use", f"make {', '.join(others)} use").replace(" A uses", f" {nodes[0]} uses")
-    fix = fix.replace("on B", f"on {', '.join(others)}").replace(" A has", f" {nodes[0]} has")
+    # diff's fixes speak of A (the machine that works) and B: here A is the majority, B the others
+    fix = re.sub(r"\bA(?='s\b|\b)", nodes[0], fill_fix(s.fact, source.data))
+    fix = re.sub(r"\bB\b", ", ".join(others), fix)
     return Finding("fleet.differs", s.fact.level, f"{s.fact.label} differs across nodes: {held}",
                    detail="\n".join(f"{', '.join(ns)}: {v}" for v, ns in s.values), fix=fix, area="differences",
                    evidence=[Evidence("derived", n, f"{s.fact.path} = {v}") for v, ns in s.values for n in ns],

@@ -218,6 +218,8 @@ def test_fleet_report_from_recorded_results():
     assert report.facts["comparison"][0]["values"] == [{"value": "2.13.0", "nodes": ["vm:node0"]},
                                                        {"value": "2.12.0", "nodes": ["vm:node1"]}]
     assert report.exit_code() == 1
+    differs = next(f for f in report.findings if f.id == "fleet.differs")
+    assert differs.fix == "make vm:node1 use the torch vm:node0 uses: pip install 'torch==2.13.0'"
     json.dumps(copy.deepcopy(report.facts))  # the envelope's facts are plain JSON
 
 

@@ -77,7 +77,7 @@ def _run_group(torch: Any, launch, launch_facts: dict, payload: dict, sizes: tup
         nccl: dict[str, Any] = {}
         why_not = [f"rank {p['rank']}: {p['nccl'][1]}" for p in payloads if p["nccl"][1]]
         if why_not:
-            nccl["skipped"] = why_not[0] + (f" (and {len(why_not) - 1} other ranks)" if len(why_not) > 1 else "")
+            nccl["skipped"] = why_not[0] + (f" (and {len(why_not) - 1} more rank{'s' * (len(why_not) > 2)})" if len(why_not) > 1 else "")
         else:
             phase = "nccl collectives"
             torch.cuda.set_device(launch.local_rank % torch.cuda.device_count())
