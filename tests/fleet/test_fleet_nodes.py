@@ -4,11 +4,10 @@ rendezvous, or ranks started with the srun/mpirun variables), each with its own 
 from __future__ import annotations
 
 import json
-import shutil
 import time
 
 import pytest
-from nodes import SMI_5090, SMI_H200, finish, free_port, node_env, start_rank, start_torchrun
+from nodes import REPO, SMI_5090, SMI_H200, finish, free_port, node_env, start_rank, start_torchrun
 from support import make_tree
 
 SMALL = ["--timeout", "40", "--max-size", "16384", "--iters", "2"]
@@ -117,10 +116,36 @@ def test_without_a_launcher_exit_2(tmp_path):
     assert err.splitlines()[1].startswith("hint: torchrun --nnodes N")
 
 
-@pytest.mark.skipif(shutil.which("nvidia-smi") is None, reason="no GPU here: the NCCL path needs one (device machine)")
+def _cuda_with_nccl() -> bool:
+    import torch
+
+    return torch.cuda.is_available() and torch.distributed.is_nccl_available()
+
+
+@pytest.mark.skipif(not _cuda_with_nccl(), reason="no GPU with a CUDA torch here: the NCCL path needs one (device machine)")
 def test_nccl_path_on_a_gpu_machine(tmp_path):
     env = node_env(tmp_path / "n", extra={"PATH": f"{tmp_path}/n/bin:/usr/local/bin:/usr/bin:/bin"})
     endpoint = f"127.0.0.1:{free_port()}"
     out = "".join(r[1] for r in finish([start_torchrun("a", env, 1, 1, endpoint, [*SMALL, "--json"], tmp_path)], 240).values())
     nccl = json.loads(out)["facts"]["collectives"]["nccl"]
     assert "skipped" not in nccl and nccl["sweep"]
+
+
+def test_without_torch_exit_2_with_the_install_hint(tmp_path):
+    # a Python without torch, built as the smoke/bench tests build it (tests/workload)
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+
+    spec = importlib.util.spec_from_file_location("without_torch", REPO / "tests/workload/test_workload_without_torch.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.python_without(tmp_path, "torch", "torchgen", "functorch")  # fills tmp_path/site
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(PYTHONPATH=f"{REPO}{os.pathsep}{tmp_path / 'site'}", RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1")
+    proc = subprocess.run([sys.executable, "-S", "-m", "doctor", "fleet"], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "`doctor fleet` needs torch, which is not installed" in proc.stderr and proc.stdout == ""
+    assert "Traceback" not in proc.stderr
