@@ -30,6 +30,7 @@ COMMANDS = {
     "smoke": ("doctor.commands.smoke", "Train a tiny model on each device to prove the machine trains (needs torch)."),
     "bench": ("doctor.commands.bench", "GEMM, dispatch overhead and eager-vs-compiled benchmarks (needs torch)."),
     "diff": ("doctor.commands.diff", "Compare two `doctor check --json` reports."),
+    "fleet": ("doctor.commands.fleet", "One report for many nodes, under torchrun, srun or mpirun (needs torch)."),
     "cache-key": ("doctor.commands.cache_key", "Print a short stable key for the libtorch a CI job needs."),
 }
 

@@ -8,7 +8,7 @@ warnings; machine trivia is info (shown with -v).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -260,14 +260,19 @@ def _result_changes(a: Input, b: Input) -> list[Finding]:
     return out
 
 
+def fill_fix(fact: Fact, data: dict) -> str:
+    """The fact's fix with the placeholders filled from the report that has the wanted values."""
+    if not fact.fix:
+        return ""
+    facts = data["facts"]
+    active = _get(facts, "libtorch", "candidates", _get(facts, "libtorch", "active")) or {}
+    torch = facts.get("python_torch") or {}
+    return fact.fix.format(version=active.get("version") or "<version>", variant=active.get("variant") or "<variant>",
+                           abi=active.get("abi") or "<abi>", torch=torch.get("version") or "<version>")
+
+
 def _finding(fact: Fact, va: str, vb: str, a: Input, b: Input) -> Finding:
-    fix = ""
-    if fact.fix:  # the fix brings B to what A has, so its placeholders are A's values
-        facts_a = a.data["facts"]
-        active = _get(facts_a, "libtorch", "candidates", _get(facts_a, "libtorch", "active")) or {}
-        torch = facts_a.get("python_torch") or {}
-        fix = fact.fix.format(version=active.get("version") or "<version>", variant=active.get("variant") or "<variant>",
-                              abi=active.get("abi") or "<abi>", torch=torch.get("version") or "<version>")
+    fix = fill_fix(fact, a.data)  # the fix brings B to what A has, so its placeholders are A's values
     return Finding(
         id="diff.changed",
         level=fact.level,
@@ -278,3 +283,43 @@ def _finding(fact: Fact, va: str, vb: str, a: Input, b: Input) -> Finding:
         evidence=[Evidence("file", a.name, f"{fact.path} = {va}"), Evidence("file", b.name, f"{fact.path} = {vb}")],
         subject=fact.label,
     )
+
+
+# -- comparing N reports (doctor fleet) --
+
+
+@dataclass(frozen=True)
+class Spread:
+    """One fact whose value differs across N reports: each value with the reports that hold it,
+    the most common value first (ties: in the order of the reports)."""
+
+    fact: Fact  # as the first report holding it has it (label, level, fix)
+    values: tuple[tuple[str, tuple[str, ...]], ...]
+
+
+def compare_many(inputs: Sequence[Input]) -> list[Spread]:
+    """Every fact (and every problem id of the reports' findings) that is not the same in all
+    `inputs`; a fact one report lacks counts as "none" there, as in `compare`."""
+    sides = [(i.name, _collect(i)) for i in inputs]
+    for i, (name, facts) in enumerate(sides):
+        for fid in _problems(inputs[i].data):
+            facts[("results", fid)] = Fact("results", f"problem {fid}", f"findings[id={fid}]", "reported", Level.WARNING)
+    keys: dict[tuple[str, str], Fact] = {}
+    for _, facts in sides:
+        for key, fact in facts.items():
+            keys.setdefault(key, fact)
+    out = []
+    for key, fact in keys.items():
+        holders: dict[str, list[str]] = {}
+        for name, facts in sides:
+            value = facts[key].value if key in facts else ("not reported" if key[0] == "results" else NONE)
+            holders.setdefault(value, []).append(name)
+        if len(holders) > 1:
+            ranked = sorted(holders.items(), key=lambda kv: -len(kv[1]))  # stable: ties keep report order
+            out.append(Spread(fact, tuple((v, tuple(names)) for v, names in ranked)))
+    return out
+
+
+def _problems(data: dict) -> list[str]:
+    return sorted({str(f.get("id")) for f in data.get("findings") or []
+                   if isinstance(f, dict) and f.get("level") in ("warning", "error")})

@@ -441,6 +441,136 @@ TABLE: tuple[Rule, ...] = (
     ),
 )
 
+# -- distributed (torch.distributed, NCCL, gloo): `doctor fleet` checks these before a job --
+# Kept as one block at the end of the table: these are run-time failures of a multi-process
+# job, reported after the build and loader causes above.
+DISTRIBUTED: tuple[Rule, ...] = (
+    Rule(
+        "nccl.system-error",
+        "NCCL could not create its shared-memory segment",
+        "NCCL's 'unhandled system error' here comes from /dev/shm: too small (Docker's default is 64 MB), "
+        "full of stale nccl-* segments, or not writable.",
+        "docker run --shm-size=16g (or --ipc=host); Kubernetes: an emptyDir with medium: Memory at /dev/shm; "
+        "remove stale /dev/shm/nccl-*; NCCL_SHM_DISABLE=1 only as a slower stopgap. `doctor fleet` shows each node's /dev/shm",
+        (
+            sign(r"NCCL WARN (?:Call to (?P<call>shm_open|posix_fallocate) failed : (?P<why>[^\n]+)"
+                 r"|Error while creating shared memory segment (?P<segment>\S+)"
+                 r"|Error: failed to extend (?P<extend>/dev/shm/\S+))",
+                 "NCCL WARN",
+                 "node08:27106:27302 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : Permission denied",
+                 "[3] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device",
+                 "simple-layoutlm-mmml-1573-investigate-how-to-implement-d-lcbz2t:97:183 [0] include/shm.h:48 NCCL WARN "
+                 "Error while creating shared memory segment nccl-shm-recv-c43b846667d22574-1-1-0 (size 9637888)",
+                 "[2026-04-22 21:34:20] mt-l-x86iavx512-45-172-t4-4-csmpw-runner-g4sfw-workflow:202016:202235 [0] "
+                 "misc/shmutils.cc:88 NCCL WARN Error: failed to extend /dev/shm/nccl-WU88OE to 9637892 bytes, error: "
+                 "No space left on device (28)"),
+            sign(r"unhandled system error(?:, NCCL version (?P<nccl>[\d.]+))?", "unhandled system error",
+                 "2021-05-10 10:56:59 ERROR    __main__   NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:784, "
+                 "unhandled system error, NCCL version 2.7.8",
+                 trigger=False),  # many causes; only the shm lines above name this one
+        ),
+    ),
+    Rule(
+        "dist.socket-ifname",
+        "the network interface torch.distributed was told to use does not exist here",
+        "GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME (or the host name gloo resolves) names an interface or address "
+        "this node does not have; gloo takes exact interface names, not NCCL's ^exclude lists.",
+        "set GLOO_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME) to an interface each node has and that is up "
+        "(`ip -br addr`); `doctor fleet` checks them on every node",
+        (
+            sign(r"Unable to find address for: (?P<iface>\S+)", "Unable to find address for",
+                 "RuntimeError: [enforce fail at /pytorch/third_party/gloo/gloo/transport/tcp/device.cc:83] ifa != nullptr. "
+                 "Unable to find address for: ib0",
+                 "RuntimeError: Unable to find address for: eth0",
+                 "  ifa != nullptr. Unable to find address for: ^lo",
+                 "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:127] rp != nullptr. "
+                 "Unable to find address for: dgx-1.ai"),
+            sign(r"Bootstrap : no socket interface found", "no socket interface found",
+                 basis="NCCL's bootstrap warning (src/bootstrap.cc) when NCCL_SOCKET_IFNAME matches no interface"),
+        ),
+    ),
+    Rule(
+        "gloo.connection-refused",
+        "a rank could not connect to another (gloo: Connection refused)",
+        "The peer's address is not reachable on that port: it advertised a loopback address (its host name "
+        "resolves to 127.0.0.1), a firewall closes the ports, or the peer process already died.",
+        "make each host name resolve to a routable address (/etc/hosts) or set GLOO_SOCKET_IFNAME to the routable "
+        "interface on every node; open the ports between nodes; `doctor fleet` tests the path before the job",
+        (
+            sign(r"gloo/transport/tcp/pair\.cc:\d+\].*?(?:connect \[(?P<peer>[^\]]+)\]:\d+: )?Connection refused",
+                 "Connection refused",
+                 "RuntimeError: [/opt/conda/conda-bld/pytorch_1682343967769/work/third_party/gloo/gloo/transport/tcp/"
+                 "pair.cc:799] connect [172.31.71.170]:13195: Connection refused",
+                 "  what():  [enforce fail at /home/sayantan/gloo_GIT/gloo/gloo/transport/tcp/pair.cc:498] optval == 0. "
+                 "111 vs 0. SO_ERROR: Connection refused"),
+            sign(r"SO_ERROR: Connection refused(?:, remote=\[(?P<remote>[^\]]+)\])?", "SO_ERROR: Connection refused",
+                 "  timed out connecting: SO_ERROR: Connection refused, remote=[127.0.0.1]:<port>",
+                 "[rank8] Gloo connectFullMesh failed ... timed out connecting: SO_ERROR: Connection refused,"),
+        ),
+    ),
+    Rule(
+        "dist.address-in-use",
+        "the rendezvous port is already in use",
+        "Another job (or a leftover process of this one) listens on MASTER_PORT / the rendezvous port "
+        "(29500 by default), so the store cannot start.",
+        "pick a free port: torchrun --master-port 29611 (or --rdzv-endpoint HOST:0 on one node); "
+        "find the owner with `ss -ltnp | grep 29500`",
+        (
+            sign(r"failed to bind to (?P<addr>\S+?):(?P<port>\d+) \(errno: 98 - Address already in use\)", "errno: 98",
+                 "RuntimeError: The server socket has failed to listen on any local network address. The server socket has "
+                 "failed to bind to [::]:29500 (errno: 98 - Address already in use). The server socket has failed to bind "
+                 "to 0.0.0.0:29500 (errno: 98 - Address already in use).",
+                 "[W socket.cpp:464] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - Address already "
+                 "in use).",
+                 "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. "
+                 "The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use). The server socket "
+                 "has failed to bind to 0.0.0.0:29500 (errno: 98 - Address already in use)."),
+            sign(r"port: (?P<port>\d+), useIpv6: \w+, code: -98, name: EADDRINUSE", "EADDRINUSE",
+                 "RuntimeError: The server socket has failed to listen on any local network address. port: 29500, useIpv6: 0, "
+                 "code: -98, name: EADDRINUSE, message: address already in use."),
+        ),
+    ),
+    Rule(
+        "dist.store-timeout",
+        "a rank waited for the rendezvous store in vain",
+        "Not every rank reached the store in time: a node never started or crashed early, cannot reach "
+        "MASTER_ADDR:MASTER_PORT, or rank 0 was too slow (the store key it was to set never came).",
+        "check that every node runs the same command and reaches MASTER_ADDR:MASTER_PORT; run `doctor fleet` with the "
+        "same launcher: it names the ranks and hosts that do not join",
+        (
+            sign(r"Timeout waiting for key: (?P<key>\S+)", "Timeout waiting for key",
+                 "RuntimeError: [1] is setting up NCCL communicator and retreiving ncclUniqueId from [0] via c10d key-value "
+                 "store by key '0', but store->get('0') got error: Timeout waiting for key: default_pg/0/0 after 1800000 ms"),
+            sign(r"Timed out after (?P<seconds>\d+) seconds waiting for (?:clients|workers)\. (?P<joined>\d+)/(?P<total>\d+)",
+                 "seconds waiting for",
+                 "torch.distributed.DistStoreError: Timed out after 6 seconds waiting for workers. 1/2 workers joined.",
+                 "torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. 1/3 clients joined."),
+            sign(r"DistStoreError: wait timeout after (?P<after>\S+), keys: (?P<key>\S+)", "wait timeout after",
+                 "DistStoreError: wait timeout after 100ms, keys: /the_key"),
+        ),
+    ),
+    Rule(
+        "nccl.watchdog-timeout",
+        "an NCCL collective never completed (watchdog timeout)",
+        "One rank waited for a collective the others never joined: a rank hung or died, ranks called different "
+        "collectives (or shapes), or the network between nodes stalled. The job hangs for the whole timeout first.",
+        "find the rank that stopped first (its own log); run `doctor fleet` on the same nodes to test the network and "
+        "collectives; TORCH_NCCL_DUMP_ON_TIMEOUT=1 / NCCL_DEBUG=INFO show which rank lagged",
+        (
+            sign(r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)"
+                 r"[^)]*?Timeout\(ms\)=(?P<timeout>\d+)\) ran for (?P<ms>\d+) milliseconds",
+                 "Watchdog caught collective operation timeout",
+                 "[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective "
+                 "operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, "
+                 "Timeout(ms)=600000) ran for 600060 milliseconds before timing out.",
+                 "[E ProcessGroupNCCL.cpp:737] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=469508, "
+                 "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1802212 milliseconds before timing out."),
+        ),
+        # a rank that never joined shows up as a store timeout elsewhere: the watchdog is the consequence
+    ),
+)
+TABLE = TABLE + DISTRIBUTED
+
 RULES: dict[str, Rule] = {rule.id: rule for rule in TABLE}
 ORDER: dict[str, int] = {rule.id: i for i, rule in enumerate(TABLE)}
 
