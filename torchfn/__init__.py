@@ -44,7 +44,7 @@ from torchfn.train import (
     value_and_grad,
     vmap,
 )
-from torchfn.tree import leaves, tree_map
+from torchfn.tree import check_same_structure, leaves, register_dataclass, tree_map
 
 __version__ = "0.1.0"
 
@@ -53,8 +53,8 @@ mse = _F.mse_loss
 
 __all__ = [
     "CompileFallbackWarning", "ContractError", "FitResult", "Layer", "Optimizer", "activation", "adam", "adamw",
-    "batches", "checks", "checks_enabled", "compile_or_eager", "contract", "conv2d", "cross_entropy", "dropout",
+    "batches", "check_same_structure", "checks", "checks_enabled", "compile_or_eager", "contract", "conv2d", "cross_entropy", "dropout",
     "fit", "flatten", "fold_in", "from_state_dict", "gelu", "generator", "grad", "key", "layernorm", "leaves",
-    "linear", "load", "mlp", "momentum", "mse", "relu", "save", "sequential", "sgd", "split", "tanh",
+    "linear", "load", "mlp", "momentum", "mse", "register_dataclass", "relu", "save", "sequential", "sgd", "split", "tanh",
     "to_device", "to_state_dict", "train_step", "tree_map", "value_and_grad", "vmap",
 ]

@@ -61,7 +61,8 @@ def _autograd_value_and_grad(f: Callable[..., torch.Tensor]) -> Callable:
     """(loss, grads) with torch.autograd on detached leaves: first order only, and faster.
 
     `detach()` makes new tensor objects sharing storage, so the caller's params never gain
-    `requires_grad` or a `.grad`; the graph lives and dies inside this call.
+    `requires_grad` or a `.grad`; the graph lives and dies inside this call. A param the
+    loss does not use gets the grad None.
     """
 
     def value_and_grad_f(params: Params, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, Params]:
@@ -70,7 +71,8 @@ def _autograd_value_and_grad(f: Callable[..., torch.Tensor]) -> Callable:
             live = [p.detach().requires_grad_() for p in ps]
             loss = f(unflatten_like(params, live), *args, **kwargs)
             gs = torch.autograd.grad(loss, live, allow_unused=True)
-        gs = [torch.zeros_like(p) if g is None else g for p, g in zip(ps, gs)]
+        # None, not zeros, for a param the loss does not use: the optimizers then skip it
+        # (no weight decay, no moment update), as torch.optim skips `p.grad is None`.
         return loss.detach(), unflatten_like(params, gs)
 
     return value_and_grad_f
