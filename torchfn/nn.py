@@ -128,7 +128,8 @@ def dropout(p: float) -> Layer:
     """Zero each element with probability p and scale the rest by 1/(1-p).
 
     Random only when given a key: `apply(params, x, key=k)` is training, `key=None` is
-    evaluation. The mask comes from a generator seeded by the key alone, so the same
+    evaluation. An int key draws from a generator; a tensor key (what `train_step` passes,
+    see `torchfn.random.as_tensor_key`) from a counter-based hash that torch.compile traces. The mask comes from a generator seeded by the key alone, so the same
     key drops the same elements (pure), and nothing global is read or advanced.
     """
     if not 0.0 <= p < 1.0:
@@ -137,6 +138,9 @@ def dropout(p: float) -> Layer:
     def apply(params: Params, x: torch.Tensor, *, key: int | None = None) -> torch.Tensor:
         if key is None or p == 0.0:
             return x
+        if isinstance(key, torch.Tensor):  # a tensor key: hash-based bits, which torch.compile traces
+            keep = (random.bits(key, x.shape, x.device) >= int(p * 2**32)).to(x.dtype)
+            return x * keep / (1.0 - p)
         g = random.generator(key, x.device)
         keep = torch.empty(x.shape, dtype=x.dtype, device=x.device).bernoulli_(1.0 - p, generator=g)
         return x * keep / (1.0 - p)

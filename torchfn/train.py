@@ -96,7 +96,8 @@ def compile_fallback_message(exc: BaseException) -> str:
             f"To use compile, {hint}; to silence this, pass compile=False.")
 
 
-def compile_or_eager(fn: Callable, *, on_fallback: Callable[[str], None] | None = None) -> Callable:
+def compile_or_eager(fn: Callable, *, on_fallback: Callable[[str], None] | None = None,
+                     fullgraph: bool = False) -> Callable:
     """`torch.compile(fn)` where it works; otherwise `fn` itself, after ONE message.
 
     Compilation happens at the first call (and again for new shapes), so failures are
@@ -106,7 +107,7 @@ def compile_or_eager(fn: Callable, *, on_fallback: Callable[[str], None] | None 
     """
     say = on_fallback or (lambda msg: warnings.warn(msg, CompileFallbackWarning, stacklevel=4))
     try:
-        compiled = torch.compile(fn)
+        compiled = torch.compile(fn, fullgraph=fullgraph)
     except Exception as exc:  # e.g. torch.compile unsupported on this platform or Python
         say(compile_fallback_message(exc))
         return fn
@@ -142,28 +143,50 @@ def train_step(loss_fn: Callable[..., torch.Tensor], optimizer: Optimizer, *, co
     """A pure step: `step(params, opt_state, batch, lr, key=None) -> (params, opt_state, loss)`.
 
     `loss_fn(params, batch)` returns a scalar; if it has a `key` parameter it also gets
-    the step's key (for dropout). The loss comes back as a tensor so that the loop need
-    not wait for the device every step. `compile=True` compiles loss and gradient with
-    torch.compile where that works (the optimizer's foreach kernels stay eager).
+    the step's key (for dropout) as a 0-d int64 tensor (`torchfn.random.as_tensor_key`),
+    so that the randomness is traceable. The loss comes back as a tensor so that the loop
+    need not wait for the device every step.
+
+    `compile=True` compiles the WHOLE step — loss, gradient and optimizer update — as one
+    graph (`torch.compile(fullgraph=True)`): a graph break is not hidden as a partly eager
+    step but reported, once, as a CompileFallbackWarning, and the step then runs eagerly.
+    `lr` and the key are graph inputs, so a schedule or a new key does not recompile.
     """
     if grad not in ("autograd", "func"):
         raise ValueError(f"grad must be 'autograd' or 'func', got {grad!r}")
     with_key = _takes_key(loss_fn)
 
-    def loss(params: Params, batch: Any, key: int | None) -> torch.Tensor:
+    def loss(params: Params, batch: Any, key: Any) -> torch.Tensor:
         return loss_fn(params, batch, key=key) if with_key else loss_fn(params, batch)
 
+    def tensor_key(key: Any, batch: Any) -> Any:
+        if key is None or not with_key:
+            return None
+        device = next((t.device for t in leaves(batch) if isinstance(t, torch.Tensor)), "cpu")
+        return random.as_tensor_key(key, device)
+
     if compile:
-        # torch.func's transforms are what dynamo traces through whole (forward and backward).
         both = torch.func.grad_and_value(loss)
-        compiled = compile_or_eager(lambda p, b, k: both(p, b, k)[::-1])
-        loss_and_grads: Callable = compiled
-    else:
-        loss_and_grads = value_and_grad(loss, method=grad)
+
+        def whole(params: Params, opt_state: Any, batch: Any, lr: Any, key: Any) -> tuple[Params, Any, torch.Tensor]:
+            grads, value = both(params, batch, key)
+            new_params, new_state = optimizer.step(params, grads, opt_state, lr)
+            return new_params, new_state, value.detach()
+
+        compiled = compile_or_eager(whole, fullgraph=True)
+
+        def step(params: Params, opt_state: Any, batch: Any, lr: float,
+                 key: int | None = None) -> tuple[Params, Any, torch.Tensor]:
+            return compiled(params, opt_state, batch, lr, tensor_key(key, batch))
+
+        step.compile_error = compiled.compile_error  # type: ignore[attr-defined]
+        return step
+
+    loss_and_grads = value_and_grad(loss, method=grad)
 
     def step(params: Params, opt_state: Any, batch: Any, lr: float,
              key: int | None = None) -> tuple[Params, Any, torch.Tensor]:
-        value, grads = loss_and_grads(params, batch, key)
+        value, grads = loss_and_grads(params, batch, tensor_key(key, batch))
         new_params, new_state = optimizer.step(params, grads, opt_state, lr)
         return new_params, new_state, value.detach()
 
