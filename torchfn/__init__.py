@@ -44,6 +44,17 @@ from torchfn.train import (
     value_and_grad,
     vmap,
 )
+from torchfn import parallel, schedules
+from torchfn.transforms import (
+    Transform,
+    accumulate,
+    add_decayed_weights,
+    chain,
+    clip_by_global_norm,
+    clip_by_value,
+    ema,
+    no_decay_on_bias,
+)
 from torchfn.tree import check_same_structure, leaves, register_dataclass, tree_map
 
 __version__ = "0.1.0"
@@ -52,6 +63,8 @@ cross_entropy = _F.cross_entropy
 mse = _F.mse_loss
 
 __all__ = [
+    "Transform", "accumulate", "add_decayed_weights", "chain", "clip_by_global_norm", "clip_by_value", "ema",
+    "no_decay_on_bias", "parallel", "schedules",
     "CompileFallbackWarning", "ContractError", "FitResult", "Layer", "Optimizer", "activation", "adam", "adamw",
     "batches", "check_same_structure", "checks", "checks_enabled", "compile_or_eager", "contract", "conv2d", "cross_entropy", "dropout",
     "fit", "flatten", "fold_in", "from_state_dict", "gelu", "generator", "grad", "key", "layernorm", "leaves",

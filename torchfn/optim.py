@@ -133,7 +133,7 @@ def momentum(beta: float = 0.9, *, nesterov: bool = False, weight_decay: float =
 
 
 def _adam(b1: float, b2: float, eps: float, weight_decay: float, decoupled: bool, name: str,
-          amsgrad: bool = False, maximize: bool = False) -> Optimizer:
+          amsgrad: bool = False, maximize: bool = False, mask: Any = None) -> Optimizer:
     def init(params: Params) -> State:
         state = {"step": 0, "m": _zeros(params), "v": _zeros(params)}
         if amsgrad:
@@ -147,7 +147,13 @@ def _adam(b1: float, b2: float, eps: float, weight_decay: float, decoupled: bool
             ps, gs = a.ps, a.gs
             if maximize:
                 gs = torch._foreach_neg(gs)
-            if decoupled and weight_decay:
+            if decoupled and weight_decay and mask is not None:
+                from torchfn.transforms import decay_mask
+
+                flags = decay_mask(mask, params)
+                flags = flags if a.idx is None else [flags[i] for i in a.idx]
+                ps = [p * (1.0 - lr * weight_decay) if f else p.clone() for p, f in zip(ps, flags)]
+            elif decoupled and weight_decay:
                 ps = torch._foreach_mul(ps, 1.0 - lr * weight_decay)
             elif weight_decay:
                 gs = _with_weight_decay(ps, gs, weight_decay)
@@ -183,9 +189,12 @@ def adam(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, *, weight_decay:
 
 
 def adamw(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, *, weight_decay: float = 1e-2,
-          amsgrad: bool = False, maximize: bool = False) -> Optimizer:
+          amsgrad: bool = False, maximize: bool = False, mask: Any = None) -> Optimizer:
     """AdamW: Adam with decoupled weight decay p ← p·(1 − lr·wd) (torch.optim.AdamW).
 
-    A param whose grad is None is neither decayed nor moved, as in torch.optim.
+    A param whose grad is None is neither decayed nor moved, as in torch.optim. `mask`
+    limits the decay (a tree of bools, or a function of the dotted path such as
+    `fn.no_decay_on_bias`): torch.optim's param group with weight_decay=0.
     """
-    return _adam(b1, b2, eps, weight_decay, decoupled=True, name="adamw", amsgrad=amsgrad, maximize=maximize)
+    return _adam(b1, b2, eps, weight_decay, decoupled=True, name="adamw", amsgrad=amsgrad, maximize=maximize,
+                 mask=mask)
