@@ -21,7 +21,7 @@ import torch
 
 from torchfn import random
 from torchfn.optim import Optimizer
-from torchfn.tree import leaves, unflatten_like
+from torchfn.tree import flatten, leaves, unflatten, unflatten_like
 
 Params = Any
 
@@ -66,14 +66,14 @@ def _autograd_value_and_grad(f: Callable[..., torch.Tensor]) -> Callable:
     """
 
     def value_and_grad_f(params: Params, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, Params]:
-        ps = leaves(params)
+        ps, spec = flatten(params)  # once: the spec rebuilds both trees
         with torch.enable_grad():
             live = [p.detach().requires_grad_() for p in ps]
-            loss = f(unflatten_like(params, live), *args, **kwargs)
+            loss = f(unflatten(spec, live), *args, **kwargs)
             gs = torch.autograd.grad(loss, live, allow_unused=True)
         # None, not zeros, for a param the loss does not use: the optimizers then skip it
         # (no weight decay, no moment update), as torch.optim skips `p.grad is None`.
-        return loss.detach(), unflatten_like(params, gs)
+        return loss.detach(), unflatten(spec, list(gs))
 
     return value_and_grad_f
 
