@@ -45,6 +45,20 @@ from torchfn.train import (
     vmap,
 )
 from torchfn import parallel, schedules
+from torchfn.layers import (
+    BatchNorm,
+    adaptive_avg_pool2d,
+    adaptive_max_pool2d,
+    avg_pool2d,
+    batchnorm,
+    branches,
+    embedding,
+    max_pool2d,
+    multi_head_attention,
+    residual,
+    rmsnorm,
+    summary,
+)
 from torchfn.transforms import (
     Transform,
     accumulate,
@@ -63,6 +77,8 @@ cross_entropy = _F.cross_entropy
 mse = _F.mse_loss
 
 __all__ = [
+    "BatchNorm", "adaptive_avg_pool2d", "adaptive_max_pool2d", "avg_pool2d", "batchnorm", "embedding",
+    "max_pool2d", "multi_head_attention", "branches", "residual", "rmsnorm", "summary",
     "Transform", "accumulate", "add_decayed_weights", "chain", "clip_by_global_norm", "clip_by_value", "ema",
     "no_decay_on_bias", "parallel", "schedules",
     "CompileFallbackWarning", "ContractError", "FitResult", "Layer", "Optimizer", "activation", "adam", "adamw",
