@@ -45,6 +45,7 @@ from torchfn.train import (
     vmap,
 )
 from torchfn import parallel, schedules
+from torchfn.precision import dynamic_loss_scale
 from torchfn.layers import (
     BatchNorm,
     adaptive_avg_pool2d,
@@ -77,6 +78,7 @@ cross_entropy = _F.cross_entropy
 mse = _F.mse_loss
 
 __all__ = [
+    "dynamic_loss_scale",
     "BatchNorm", "adaptive_avg_pool2d", "adaptive_max_pool2d", "avg_pool2d", "batchnorm", "embedding",
     "max_pool2d", "multi_head_attention", "branches", "residual", "rmsnorm", "summary",
     "Transform", "accumulate", "add_decayed_weights", "chain", "clip_by_global_norm", "clip_by_value", "ema",

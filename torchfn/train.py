@@ -21,6 +21,7 @@ import torch
 
 from torchfn import random
 from torchfn.optim import Optimizer
+from torchfn.precision import compute_dtype
 from torchfn.tree import flatten, leaves, unflatten, unflatten_like
 
 Params = Any
@@ -139,7 +140,7 @@ def _takes_key(fn: Callable) -> bool:
 
 
 def train_step(loss_fn: Callable[..., torch.Tensor], optimizer: Optimizer, *, compile: bool = False,
-               grad: str = "autograd") -> Callable:
+               grad: str = "autograd", precision: str | torch.dtype | None = None) -> Callable:
     """A pure step: `step(params, opt_state, batch, lr, key=None) -> (params, opt_state, loss)`.
 
     `loss_fn(params, batch)` returns a scalar; if it has a `key` parameter it also gets
@@ -151,13 +152,29 @@ def train_step(loss_fn: Callable[..., torch.Tensor], optimizer: Optimizer, *, co
     graph (`torch.compile(fullgraph=True)`): a graph break is not hidden as a partly eager
     step but reported, once, as a CompileFallbackWarning, and the step then runs eagerly.
     `lr` and the key are graph inputs, so a schedule or a new key does not recompile.
+
+    `precision="bf16"` or `"fp16"` runs the loss under `torch.autocast` with float32 master
+    params (see torchfn.precision); with `fn.dynamic_loss_scale(opt)` the loss is multiplied
+    by the state's `loss_scale` before differentiation (needed for fp16).
     """
     if grad not in ("autograd", "func"):
         raise ValueError(f"grad must be 'autograd' or 'func', got {grad!r}")
     with_key = _takes_key(loss_fn)
 
-    def loss(params: Params, batch: Any, key: Any) -> torch.Tensor:
+    low = compute_dtype(precision)
+
+    def plain_loss(params: Params, batch: Any, key: Any) -> torch.Tensor:
         return loss_fn(params, batch, key=key) if with_key else loss_fn(params, batch)
+
+    if low is None:
+        loss = plain_loss
+    else:
+        def loss(params: Params, batch: Any, key: Any, scale: Any = None) -> torch.Tensor:
+            device_type = next((t.device.type for t in leaves(params) if isinstance(t, torch.Tensor)), "cpu")
+            with torch.autocast(device_type, dtype=low):
+                value = plain_loss(params, batch, key)
+            value = value.float()
+            return value if scale is None else value * scale
 
     def tensor_key(key: Any, batch: Any) -> Any:
         if key is None or not with_key:
@@ -165,6 +182,8 @@ def train_step(loss_fn: Callable[..., torch.Tensor], optimizer: Optimizer, *, co
         device = next((t.device for t in leaves(batch) if isinstance(t, torch.Tensor)), "cpu")
         return random.as_tensor_key(key, device)
 
+    if compile and low is not None:
+        raise ValueError("compile=True with precision= is not supported yet; use one of them")
     if compile:
         both = torch.func.grad_and_value(loss)
 
@@ -186,7 +205,12 @@ def train_step(loss_fn: Callable[..., torch.Tensor], optimizer: Optimizer, *, co
 
     def step(params: Params, opt_state: Any, batch: Any, lr: float,
              key: int | None = None) -> tuple[Params, Any, torch.Tensor]:
-        value, grads = loss_and_grads(params, batch, tensor_key(key, batch))
+        scale = opt_state.get("loss_scale") if low is not None and isinstance(opt_state, dict) else None
+        if scale is not None:
+            value, grads = loss_and_grads(params, batch, tensor_key(key, batch), scale)
+            value = value / scale
+        else:
+            value, grads = loss_and_grads(params, batch, tensor_key(key, batch))
         new_params, new_state = optimizer.step(params, grads, opt_state, lr)
         return new_params, new_state, value.detach()
 
