@@ -30,6 +30,7 @@ from doctor.workload.cpu import (
     parse_max_freq_khz,
     parse_parallel_info,
     parse_torch_config,
+    x86_family,
 )
 from doctor.workload.devices import device_name, select, synchronizer
 
@@ -101,10 +102,12 @@ def best_time(fn: Callable[[], Any], sync: Callable[[], None], plan: Plan, max_c
 
 def cpu_context(torch: Any, host: Host) -> dict[str, Any]:
     """The CPU's peak estimate, BLAS and thread settings, with where each came from."""
-    info = parse_cpuinfo(host.read_text("/proc/cpuinfo") or "")
+    text = host.read_text("/proc/cpuinfo") or ""
+    info = parse_cpuinfo(text)
     max_mhz = parse_max_freq_khz(host.read_text("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"))
     usable = host.usable_cpus()
-    peak = estimate_peak(info, usable, max_mhz)
+    vendor, family = x86_family(text)
+    peak = estimate_peak(info, usable, max_mhz, vendor=vendor, family=family)
     config = parse_torch_config(torch.__config__.show())
     parallel = parse_parallel_info(torch.__config__.parallel_info())
     env = {k: host.env[k] for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS") if k in host.env}
