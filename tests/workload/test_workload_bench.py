@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from doctor.model import Level
-from doctor.workload.bench import compiled_area, gemm_area
+from doctor.workload.bench import compiled_area, gemm_area, verdict_fractions
 from support import doctor_subprocess
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -61,13 +61,28 @@ def test_a_gemm_far_below_the_peak_warns_with_the_thread_settings():
     area = gemm_area(_gemm(4.0, threads=1, env={"OMP_NUM_THREADS": "1"}))
     finding, = area.findings
     assert (finding.id, finding.level) == ("bench.gemm-slow", Level.WARNING)
-    assert "4.0 GFLOP/s, 0.8% of the 500 GFLOP/s" in finding.detail
+    assert "float32 GEMM reached a median 0.8% of the 500 GFLOP/s" in finding.detail
     assert "1 thread(s) of 8 usable CPUs (OMP_NUM_THREADS=1); BLAS: OpenBLAS 0.3.21" in finding.detail
     assert "OMP_NUM_THREADS" in finding.fix
 
 
 def test_a_gemm_near_the_peak_is_fine():
     assert gemm_area(_gemm(300.0, threads=8)).findings == []
+
+
+def test_the_verdict_uses_every_size_not_the_best():
+    # Regression: one good size (a lucky round) hid a sweep that was slow everywhere else.
+    results = [{"dtype": "float32", "n": n, "gflops": g, "us_per_call": 1.0, "calls_per_round": 1}
+               for n, g in ((64, 5.0), (256, 20.0), (512, 300.0), (1024, 25.0))]
+    g = {**_gemm(300.0, threads=8), "results": results,
+         "verdict_fraction": verdict_fractions(results, {"float32": 500.0}, "cpu")}
+    assert g["verdict_fraction"]["float32"] == {"median": 0.05, "by_size": {"256": 0.04, "512": 0.6, "1024": 0.05}}
+    finding, = gemm_area(g).findings
+    assert "median 5.0%" in finding.detail and "n=256: 4.0%, n=512: 60.0%, n=1024: 5.0%" in finding.detail
+    assert "the best was 300.0 GFLOP/s" in finding.detail
+    area = gemm_area(g)
+    assert area.details[0].split() == ["dtype", "n", "GFLOP/s", "%", "of", "peak", "µs", "a", "call"]
+    assert area.details[3].split()[:4] == ["float32", "512", "300.0", "60.0%"]
 
 
 def test_compiled_area_prints_ratios_and_names_slower_than_eager():
