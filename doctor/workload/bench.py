@@ -328,7 +328,10 @@ def compiled(torch: Any, device: str, plan: Plan) -> dict[str, Any]:
                     times[k].append(per_call(f, sync, calls[k]))
             row: dict[str, Any] = {"batch": batch}
             for k in variants:
-                row[f"{k}_us"] = round(statistics.median(times[k]) * 1e6, 2)
+                med = statistics.median(times[k])
+                row[f"{k}_us"] = round(med * 1e6, 2)
+                # The spread of the rounds, (max − min) / median: how far to trust the median.
+                row[f"{k}_spread"] = round((max(times[k]) - min(times[k])) / med, 3) if med > 0 else None
             # > 1 means faster than eager.
             for k in ("compile", "torchscript"):
                 if row.get(f"{k}_us"):
@@ -342,6 +345,17 @@ def _traced(torch: Any, eager: Callable[[Any], Any], x: Any) -> Callable[[], Any
     return lambda: traced(x)
 
 
+DISAGREE_SPREAD = 0.25  # rounds further apart than this (relative to the median) are marked
+
+
+def _spread(row: dict[str, Any], kind: str) -> str:
+    spread = row.get(f"{kind}_spread")
+    if spread is None:
+        return ""
+    mark = ", runs disagree" if spread > DISAGREE_SPREAD else ""
+    return f" ±{spread / 2:.0%}{mark}"
+
+
 def compiled_area(c: dict[str, Any]) -> Area:
     device = c["device"]
     name = f"compiled.{device}"
@@ -352,6 +366,11 @@ def compiled_area(c: dict[str, Any]) -> Area:
             if f"{kind}_speedup" in row:
                 bits.append(f"{label} {row[f'{kind}_us']:.0f} µs ({row[f'{kind}_speedup']:.2f}×)")
         parts.append(f"batch {row['batch']}: " + ", ".join(bits))
+        spreads = [f"{label}{_spread(row, kind)}" for kind, label in
+                   (("eager", "eager"), ("compile", "torch.compile"), ("torchscript", "TorchScript"))
+                   if row.get(f"{kind}_spread") is not None]
+        if spreads:
+            details.append(f"batch {row['batch']} spread over rounds (half the max−min range): " + ", ".join(spreads))
     details.append(f"{c['model']}; speedup = eager time / compiled time (below 1: slower than eager)")
     findings = []
     for kind, label in (("compile", "torch.compile"), ("torchscript", "TorchScript (torch.jit.trace)")):

@@ -93,3 +93,7 @@ def test_compiled_area_prints_ratios_and_names_slower_than_eager():
     area = compiled_area(c)
     assert area.summary == "batch 1: eager 40 µs, torch.compile 80 µs (0.50×), TorchScript 20 µs (2.00×)"
     assert area.findings == []
+    c["results"][0].update(eager_spread=0.1, compile_spread=0.6, torchscript_spread=0.02)
+    line = compiled_area(c).details[0]
+    assert line == ("batch 1 spread over rounds (half the max−min range): eager ±5%, "
+                    "torch.compile ±30%, runs disagree, TorchScript ±1%")
