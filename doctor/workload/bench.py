@@ -421,14 +421,19 @@ def bench_report(choice: str = "all", quick: bool = False, torch_compile: bool =
     return Report("bench", facts, areas, doctor_version=__version__, extra=sections)
 
 
-def plot(report: Report, path: str) -> None:
-    """Draw the GEMM sweep (GFLOP/s against n, one line per device and dtype, peaks dashed)."""
+def plot(report: Report, path: str) -> list[str]:
+    """Draw both charts side by side and return their titles.
+
+    Left: the GEMM sweep (GFLOP/s against n, one line per device and dtype, peaks dashed).
+    Right: eager against compiled (µs per forward call, grouped by device and batch, one bar
+    per variant, whiskers spanning the rounds' spread).
+    """
     import matplotlib
 
     matplotlib.use("Agg")  # no display needed; must precede pyplot
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.5))
     for g in report.extra.get("gemm", []):
         for dtype in sorted({r["dtype"] for r in g["results"]}):
             pts = [(r["n"], r["gflops"]) for r in g["results"] if r["dtype"] == dtype and "gflops" in r]
@@ -443,11 +448,34 @@ def plot(report: Report, path: str) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("matrix size n (n×n @ n×n)")
     ax.set_ylabel("GFLOP/s")
-    ax.set_title(f"doctor bench: GEMM, torch {report.facts.get('torch_version', '')}")
+    ax.set_title(f"GEMM, torch {report.facts.get('torch_version', '')}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize="small")
+
+    groups = [(c["device"], row) for c in report.extra.get("compiled", []) for row in c["results"]]
+    kinds = [("eager", "eager"), ("compile", "torch.compile"), ("torchscript", "TorchScript")]
+    width = 0.8 / len(kinds)
+    for i, (kind, label) in enumerate(kinds):
+        xs, ys, errs = [], [], []
+        for j, (_, row) in enumerate(groups):
+            us = row.get(f"{kind}_us")
+            if us:
+                xs.append(j + (i - 1) * width)
+                ys.append(us)
+                errs.append(us * (row.get(f"{kind}_spread") or 0) / 2)
+        if xs:
+            bx.bar(xs, ys, width, yerr=errs, capsize=3, label=label)
+    bx.set_xticks(range(len(groups)), [f"{d}\nbatch {row['batch']}" for d, row in groups])
+    bx.set_yscale("log")
+    bx.set_ylabel("µs per forward call (lower is faster)")
+    bx.set_title("eager vs compiled, torchfn MLP forward")
+    bx.grid(True, axis="y", which="both", alpha=0.3)
+    if groups:
+        bx.legend(fontsize="small")
+    titles = [ax.get_title(), bx.get_title()]
     fig.tight_layout()
     try:
         fig.savefig(path, dpi=120)
     finally:
         plt.close(fig)
+    return titles

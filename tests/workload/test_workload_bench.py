@@ -31,7 +31,10 @@ def test_bench_json_has_all_three_sections_and_plots(tmp_path):
     for row in compiled["results"]:
         assert row["eager_us"] > 0 and row["compile_speedup"] > 0 and row["torchscript_speedup"] > 0
     assert {a["name"] for a in report["areas"]} == {"gemm.cpu", "dispatch.cpu", "compiled.cpu"}
-    assert png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 5000
+    data = png.read_bytes()
+    assert data[:8] == PNG_MAGIC and png.stat().st_size > 5000
+    # Both charts, side by side: the IHDR width is that of the 13-inch figure at 120 dpi.
+    assert int.from_bytes(data[16:20], "big") == 13 * 120
 
 
 def test_bench_reports_a_compile_failure_instead_of_crashing(tmp_path):
