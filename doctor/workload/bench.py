@@ -174,8 +174,28 @@ def gemm(torch: Any, device: str, plan: Plan, context: dict[str, Any]) -> dict[s
         if "gflops" in r:
             best[r["dtype"]] = max(best.get(r["dtype"], 0.0), r["gflops"])
     fraction = {d: round(best[d] / p, 3) for d, p in context.get("peak_gflops", {}).items() if d in best and p}
-    return {"device": device, **context, "results": results, "best_gflops": best, "fraction_of_peak": fraction,
-            "verdict_fraction": verdict_fractions(results, context.get("peak_gflops", {}), device)}
+    out = {"device": device, **context, "results": results, "best_gflops": best, "fraction_of_peak": fraction,
+           "verdict_fraction": verdict_fractions(results, context.get("peak_gflops", {}), device)}
+    if device == "cpu" and context.get("threads", 0) < context.get("usable_cpus", 0):
+        out["threads_limited"] = thread_cost(torch, plan, context["threads"], context["usable_cpus"],
+                                             max(plan.gemm_sizes("cpu")))
+    return out
+
+
+def thread_cost(torch: Any, plan: Plan, threads: int, usable: int, n: int) -> dict[str, Any]:
+    """The measured price of a thread setting below the usable CPUs: one GEMM at both settings."""
+    sync = synchronizer(torch, "cpu")
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    gflops = {}
+    try:
+        for setting in (threads, usable):
+            torch.set_num_threads(setting)
+            seconds, _ = best_time(lambda: torch.mm(a, b), sync, plan, max_calls=100_000)
+            gflops[setting] = round(2 * n**3 / seconds / 1e9, 2)
+    finally:
+        torch.set_num_threads(threads)
+    return {"n": n, "threads": threads, "usable_cpus": usable, "gflops_at_setting": gflops[threads],
+            "gflops_at_usable": gflops[usable], "slowdown": round(gflops[usable] / gflops[threads], 2)}
 
 
 def verdict_fractions(results: list[dict[str, Any]], peaks: dict[str, float], device: str) -> dict[str, Any]:
@@ -237,6 +257,23 @@ def gemm_area(g: dict[str, Any]) -> Area:
         findings.append(Finding("bench.gemm-slow", Level.WARNING, f"GEMM on {device} is far below its estimated peak",
                                 why, fix, name, [Evidence("derived", f"torch.mm float32 on {device}",
                                                           f"{best32:.1f} GFLOP/s vs peak {peak32:.0f}")], device))
+    limited = g.get("threads_limited")
+    if limited:
+        env = ", ".join(f"{k}={v}" for k, v in g["thread_env"].items())
+        why = (f"torch uses {limited['threads']} thread(s) of {limited['usable_cpus']} usable CPUs"
+               + (f" ({env})" if env else "") + f": a {limited['n']}×{limited['n']} GEMM ran at "
+               f"{limited['gflops_at_setting']:.1f} GFLOP/s, and at {limited['gflops_at_usable']:.1f} GFLOP/s with "
+               f"{limited['usable_cpus']} threads ({limited['slowdown']:.2f}× the speed).")
+        details.append(f"thread setting: {limited['threads']} of {limited['usable_cpus']} usable CPUs costs "
+                       f"{limited['slowdown']:.2f}× on a {limited['n']}² GEMM")
+        findings.append(Finding(
+            "bench.threads-limited", Level.WARNING, f"torch on {device} uses fewer threads than it has CPUs", why,
+            "unset OMP_NUM_THREADS / MKL_NUM_THREADS (or set them to the usable CPU count) and check "
+            "torch.set_num_threads calls; keep a lower setting only where other processes share these CPUs",
+            name, [Evidence("derived", f"torch.mm float32 on {device} at {limited['threads']} and "
+                                       f"{limited['usable_cpus']} threads",
+                            f"{limited['gflops_at_setting']:.1f} vs {limited['gflops_at_usable']:.1f} GFLOP/s")],
+            device))
     return Area(name, f"GEMM on {device} ({g['name']})", ", ".join(parts), details, findings)
 
 

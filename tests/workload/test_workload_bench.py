@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from doctor.model import Level
 from doctor.workload.bench import compiled_area, gemm_area, verdict_fractions
 from support import doctor_subprocess
@@ -100,3 +102,19 @@ def test_compiled_area_prints_ratios_and_names_slower_than_eager():
     line = compiled_area(c).details[0]
     assert line == ("batch 1 spread over rounds (half the max−min range): eager ±5%, "
                     "torch.compile ±30%, runs disagree, TorchScript ±1%")
+
+
+def test_a_thread_setting_below_the_usable_cpus_warns_with_its_measured_cost(tmp_path):
+    env = {"OMP_NUM_THREADS": "1"}
+    proc = doctor_subprocess("bench", "--quick", "--device", "cpu", "--no-compile", "--json", env=env)
+    report = json.loads(proc.stdout)
+    gemm, = report["gemm"]
+    if gemm["usable_cpus"] < 2:
+        pytest.fail("this test needs a machine with at least 2 usable CPUs")
+    limited = gemm["threads_limited"]
+    assert (limited["threads"], limited["usable_cpus"]) == (1, gemm["usable_cpus"])
+    assert limited["gflops_at_setting"] > 0 and limited["gflops_at_usable"] > 0
+    finding, = [f for f in report["findings"] if f["id"] == "bench.threads-limited"]
+    assert finding["level"] == "warning"
+    assert f"torch uses 1 thread(s) of {gemm['usable_cpus']} usable CPUs (OMP_NUM_THREADS=1)" in finding["detail"]
+    assert f"{limited['gflops_at_setting']:.1f} GFLOP/s" in finding["detail"]
