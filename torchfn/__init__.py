@@ -44,7 +44,7 @@ from torchfn.train import (
     value_and_grad,
     vmap,
 )
-from torchfn import parallel, schedules
+from torchfn import schedules
 from torchfn.precision import dynamic_loss_scale
 from torchfn.layers import (
     BatchNorm,
@@ -89,3 +89,13 @@ __all__ = [
     "linear", "load", "mlp", "momentum", "mse", "register_dataclass", "relu", "save", "sequential", "sgd", "split", "tanh",
     "to_device", "to_state_dict", "train_step", "tree_map", "value_and_grad", "vmap",
 ]
+
+
+def __getattr__(name: str):
+    # torchfn.parallel on first use: importing it here would make `python -m torchfn.parallel`
+    # (what torchrun runs) find the module already imported, and Python warns about that.
+    if name == "parallel":
+        import importlib
+
+        return importlib.import_module("torchfn.parallel")
+    raise AttributeError(f"module 'torchfn' has no attribute {name!r}")

@@ -14,7 +14,7 @@ any rank had a gradient for it), and the average is what every rank's optimizer 
 with equal shards and a mean loss, that is exactly the full-batch gradient, so the ranks
 stay identical without exchanging params. The loss returned is the average over ranks.
 
-`python -m torchfn.parallel` (under torchrun) is a training smoke test: a small MLP for a
+`python -m torchfn.parallel` (under torchrun, or alone as a group of one) is a training smoke test: a small MLP for a
 few steps; rank 0 prints one JSON line and can save the params (see docs/torchfn.md).
 """
 
@@ -199,7 +199,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.steps < 1 or args.batch_size < 1:
         parser.error("--steps and --batch-size must be at least 1")
-    rank, world = init(args.backend)
+    if "RANK" in os.environ:
+        rank, world = init(args.backend)
+    else:  # run alone, not under torchrun: a group of one on a free local port
+        import socket
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        rank, world = init(args.backend, init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
     try:
         params, losses = smoke(args.steps, args.batch_size)
         if rank == 0:
