@@ -69,7 +69,7 @@ LOADED_LIB = (
     r"|curand|cusolver\w*+|cusparse\w*+|nvrtc\w*+|nvJitLink|nvToolsExt|nccl|nvidia-ml|cupti|cufile\w*+)"
     r"[\w.+-]*?\.(?:so(?:\.[\d.]+)?|dylib))"
 )
-WINDOWS_DLL = r"(?P<lib>(?:c10|torch|caffe2|shm|fbgemm|asmjit|uv|libiomp5md|cudart64|cublas64|cudnn64|nvrtc64)\w*+\.dll)"
+WINDOWS_DLL = r"(?<!\w)(?P<lib>(?:c10|torch|caffe2|shm|fbgemm|asmjit|uv|libiomp5md|cudart64|cublas64|cudnn64|nvrtc64)\w*+\.dll)"
 # Lines about a torch file (keeps generic arch messages from other projects out).
 _TORCHY = r"^(?=.*(?:torch|c10|caffe2))"
 
@@ -258,8 +258,8 @@ TABLE: tuple[Rule, ...] = (
                  "ImportError: /opt/pyenv/lib/python3.12/site-packages/nvfuser/_C.cpython-312-x86_64-linux-gnu.so: "
                  "undefined symbol: _ZN4c10d8TCPStoreC1ESsRKNS_15TCPStoreOptionsE"),
             # The flag on the command line: context for the finding, never a finding by itself.
-            # Greedy .* takes the last -D on the line: the one the compiler obeys.
-            sign(r".*-D_GLIBCXX_USE_CXX11_ABI=(?P<flag>[01])\b", "_GLIBCXX_USE_CXX11_ABI=",
+            # Greedy .* takes the last -D on the line: the one the compiler obeys (^: one start per line, not one per byte).
+            sign(r"^.*-D_GLIBCXX_USE_CXX11_ABI=(?P<flag>[01])\b", "_GLIBCXX_USE_CXX11_ABI=",
                  "-D_GLIBCXX_USE_CXX11_ABI=1", trigger=False),
         ),
     ),

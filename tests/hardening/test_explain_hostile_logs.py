@@ -98,7 +98,7 @@ def test_a_4kb_line_crafted_from_a_patterns_literals_takes_milliseconds(rule_id,
                 for where in (0.0, 0.5):
                     line = crafted(needle, a + b, where)
                     worst = max(worst, seconds(lambda: sign.regex.search(line)))
-    assert worst < 0.02, f"{rule_id}: {sign.regex.pattern[:80]!r} took {worst * 1000:.1f} ms on a 4 KB line"
+    assert worst < 0.015, f"{rule_id}: {sign.regex.pattern[:80]!r} took {worst * 1000:.1f} ms on a 4 KB line"
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -110,8 +110,8 @@ def test_property_adversarial_lines_from_each_patterns_literals(data):
     unit = "".join(data.draw(st.lists(st.sampled_from(pieces), min_size=1, max_size=12)))
     needle = data.draw(st.sampled_from(sign.needles))
     line = crafted(needle, unit, data.draw(st.floats(0, 1)))
-    assert seconds(lambda: sign.regex.search(line)) < 0.05, (rule_id, line[:120])
-    assert seconds(lambda: explain_text(line + "\n" + line)) < 0.25, (rule_id, line[:120])
+    assert seconds(lambda: sign.regex.search(line)) < 0.025, (rule_id, line[:120])
+    assert seconds(lambda: explain_text(line + "\n" + line)) < 0.1, (rule_id, line[:120])
 
 
 def test_40000_identical_matching_lines_in_seconds():
