@@ -139,7 +139,7 @@ def scan(data: bytes | str) -> list[Hit]:
     """All lines that match a sign, in log order. `data` should be normalised."""
     data = to_bytes(data)
     hits: list[Hit] = []
-    cache: dict[bytes, list[tuple[str, dict[str, str], bool]]] = {}
+    cache: dict[tuple, list[tuple[str, dict[str, str], bool]]] = {}
     lineno, counted = 1, 0
     start = end = -1
     signs: dict[int, Sign] = {}
@@ -149,21 +149,21 @@ def scan(data: bytes | str) -> list[Hit]:
         lineno += data.count(b"\n", counted, start)
         counted = start
         raw = data[start:min(end, start + MAX_LINE)]
-        key = raw + b"\0" + b",".join(b"%d" % i for i in sorted(signs))
+        key = (raw, *signs)
         found = cache.get(key)
         probe = raw.decode("utf-8", "replace")
         if found is None:
             if len(cache) >= _CACHE_LIMIT:
                 cache.clear()
-            ordered = sorted(signs.values(), key=lambda s: _RANK[id(s)][0])
-            found = cache[key] = _match_line(probe, ordered)
+            found = cache[key] = _match_line(probe, [signs[k] for k in sorted(signs)])
         if found:
             line = probe.strip()
-            hits.extend(Hit(rule, lineno, line, dict(groups), trigger) for rule, groups, trigger in found)
+            for rule, groups, trigger in found:
+                hits.append(Hit(rule, lineno, line, dict(groups), trigger))
 
     signs_of = _SIGNS_OF
     for m in automaton().finditer(data):
-        pos = m.start()
+        pos, stop = m.span()
         if pos >= end:  # a needle on a new line
             if signs:
                 flush()
@@ -172,9 +172,9 @@ def scan(data: bytes | str) -> list[Hit]:
             if end == -1:
                 end = len(data)
             signs = {}
-        if m.end() - start > MAX_LINE:  # found beyond the cut: the regexes would not see it
+        if stop - start > MAX_LINE:  # found beyond the cut: the regexes would not see it
             continue
-        for sign in signs_of[m.group()]:
+        for sign in signs_of[data[pos:stop]]:
             signs[_RANK[id(sign)][0]] = sign
     if signs:
         flush()
