@@ -19,12 +19,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from doctor.explain.normalise import clean_line, wrap_candidate
 from doctor.explain.patterns import ORDER, RULES, TABLE, Rule, Sign
 from doctor.model import Evidence, Finding, Level
 
-# Colour codes (gcc/clang/cargo colour their diagnostics). Every run is bounded by the next
-# ESC or newline, so each byte is looked at by at most one attempt: linear.
-ANSI = re.compile(rb"\x1b(?:\[[0-9;?]*+[A-Za-z]|\][^\x07\x1b\n]*+\x07)")
 MAX_LINE = 4000  # a line longer than this (bytes) is cut before regexes see it
 SHOWN = 5  # proving lines shown per finding; the rest are counted
 _CACHE_LIMIT = 4096  # distinct hit lines remembered; identical lines are matched once
@@ -117,13 +115,11 @@ def to_bytes(text: str | bytes) -> bytes:
 
 
 def normalise(data: bytes | str) -> bytes:
-    """Strip colour codes; CR LF and a lone CR (progress bars, old Mac files) both end a line."""
-    data = to_bytes(data)
-    if b"\x1b" in data:
-        data = ANSI.sub(b"", data)
-    if b"\r" in data:
-        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-    return data
+    """The log as the patterns read it, line for line (doctor/explain/normalise.py): colour
+    codes, CR line ends, runner prefixes and typographic quotes taken off."""
+    from doctor.explain.normalise import clean
+
+    return clean(to_bytes(data))
 
 
 def _match_line(probe: str, signs: Iterable[Sign]) -> list[tuple[str, dict[str, str], bool]]:
@@ -133,6 +129,27 @@ def _match_line(probe: str, signs: Iterable[Sign]) -> list[tuple[str, dict[str, 
         if m:
             found.append((_RANK[id(sign)][1].id, {k: v for k, v in m.groupdict().items() if v}, sign.trigger))
     return found
+
+
+def _mend(data: bytes, start: int, end: int, lineno: int, probe: str, signs: list[Sign]):
+    """A needle line no regex matched, joined to the line before or after it where a terminal
+    or tracker could have wrapped there (normalise.wrap_candidate); (line, its number, matches)."""
+    if start > 0:
+        before = data.rfind(b"\n", 0, start - 1) + 1
+        prev = data[before:start - 1][-MAX_LINE:]
+        if wrap_candidate(prev):
+            joined = clean_line(prev.decode("utf-8", "replace")) + probe
+            found = _match_line(joined, signs)
+            if found:
+                return joined, lineno - 1, found
+    if end < len(data) and wrap_candidate(data[start:end]):
+        after = data.find(b"\n", end + 1)
+        nxt = data[end + 1:after if after != -1 else len(data)][:MAX_LINE]
+        joined = probe + clean_line(nxt.decode("utf-8", "replace"))
+        found = _match_line(joined, signs)
+        if found:
+            return joined, lineno, found
+    return probe, lineno, []
 
 
 def scan(data: bytes | str) -> list[Hit]:
@@ -151,15 +168,18 @@ def scan(data: bytes | str) -> list[Hit]:
         raw = data[start:min(end, start + MAX_LINE)]
         key = (raw, *signs)
         found = cache.get(key)
-        probe = raw.decode("utf-8", "replace")
+        probe = clean_line(raw.decode("utf-8", "replace"))
         if found is None:
             if len(cache) >= _CACHE_LIMIT:
                 cache.clear()
             found = cache[key] = _match_line(probe, [signs[k] for k in sorted(signs)])
+        at = lineno
+        if not found:  # a terminal may have broken the message: try the line joined to a neighbour
+            probe, at, found = _mend(data, start, end, lineno, probe, [signs[k] for k in sorted(signs)])
         if found:
             line = probe.strip()
             for rule, groups, trigger in found:
-                hits.append(Hit(rule, lineno, line, dict(groups), trigger))
+                hits.append(Hit(rule, at, line, dict(groups), trigger))
 
     signs_of = _SIGNS_OF
     for m in automaton().finditer(data):

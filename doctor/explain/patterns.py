@@ -38,7 +38,11 @@ class Rule:
 
 
 def sign(pattern: str, needles: str | tuple[str, ...], *examples: str, basis: str = "", trigger: bool = True) -> Sign:
+    from doctor.explain.normalise import quote_variants
+
     needles = (needles,) if isinstance(needles, str) else needles
+    # The regexes read lines with typographic quotes made ASCII; the needles meet the raw log.
+    needles = tuple(dict.fromkeys(v for n in needles for v in quote_variants(n)))
     return Sign(re.compile(pattern), needles, examples, basis, trigger)
 
 

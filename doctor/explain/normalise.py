@@ -1,0 +1,82 @@
+"""Read a log as people paste it: the text the patterns see, line for line with the original.
+
+Logs reach `doctor explain` through terminals, CI runners, torchrun, Docker BuildKit and issue
+trackers, each of which dresses the lines the tools printed. The engine undoes that without
+moving a line, so a finding's line numbers are the log's own:
+
+- `clean` (whole log, only when needed): ANSI colour codes go; CR LF and a lone CR (progress
+  bars) both end a line.
+- `clean_line` (only the lines a needle hit, so a 100 MB log is never copied): a prefix a
+  runner put before the tool's text goes: CI timestamps (`2024-05-01T10:11:12.1234Z`),
+  torchrun's `[rank3]:` / `[default0]:`, BuildKit's `#12 45.6`, GitHub's `##[error]`, a log
+  viewer's `[1763]`, cargo's `cargo:warning=`, `> ` quote markers, in any combination; and
+  typographic quotes (‘ ’ “ ” and their low/reversed forms) become ASCII ones.
+- `quote_variants`: the needles (literal prefilters, matched on the raw log) get their
+  typographic twins, so a pasted ‘torch/torch.h’ is found before it is mended.
+- `wrap_candidate`: a needle line no regex matched is tried joined to the line before or after
+  it when that line could have been broken by a terminal or tracker (long, ends mid-text): a
+  path split across two lines, `Error loading "…fbgemm.dll"` broken after the quote. The hit
+  keeps the first line's number.
+
+A cut-off line ("No such file or dire") needs nothing here: the patterns match on what is there.
+"""
+
+from __future__ import annotations
+
+import re
+
+ANSI = re.compile(rb"\x1b(?:\[[0-9;?]*+[A-Za-z]|\][^\x07\x1b\n]*+\x07)")
+# One runner prefix; `clean_line` strips any run of them at the line start. Each alternative
+# is a literal start followed by bounded classes, so a line costs a few steps.
+_PREFIX = (
+    r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?Z?[ \t]"  # CI timestamp
+    r"|\[(?:rank|default)\d{1,6}\]:[ \t]?"  # torchrun --tee / local_ranks_filter
+    r"|#\d{1,5}[ \t]\d{1,6}\.\d{1,3}[ \t]"  # Docker BuildKit step and seconds
+    r"|##\[[a-z]{1,10}\]"  # GitHub Actions annotations
+    r"|\[\d{1,7}\][ \t]"  # a log viewer's line numbers
+    r"|cargo:warning="  # a build script's compiler output
+    r"|>[ \t]?"  # quote markers (e-mail, Markdown)
+)
+PREFIXES = re.compile(r"^[ \t]*(?:" + _PREFIX + r")+")
+QUOTES = str.maketrans({"‘": "'", "’": "'", "‚": "'", "‛": "'", "“": '"', "”": '"', "„": '"', "‟": '"'})
+# A wrapped line is long and ends in a non-blank character; shorter lines are never joined.
+WRAP_MIN = 60
+
+
+def clean(data: bytes) -> bytes:
+    """The log with colour codes off and every line end a LF; same lines, same numbers.
+
+    Whole-log work is kept to what needs it (ESC or CR present): a 100 MB log is not copied.
+    """
+    if b"\x1b" in data:
+        data = ANSI.sub(b"", data)
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    return data
+
+
+def clean_line(line: str) -> str:
+    """One line as the tool printed it: runner prefixes off, typographic quotes ASCII."""
+    if line[:1] in "0123456789[#>c \t":
+        line = PREFIXES.sub("", line, count=1)
+    return line.translate(QUOTES)
+
+
+def quote_variants(needle: str) -> tuple[str, ...]:
+    """A needle and its typographic twins: the automaton runs on the raw log, where a pasted
+    ‘torch/torch.h’ has not been mended yet."""
+    if "'" not in needle and '"' not in needle:
+        return (needle,)
+    out = [needle]
+    for single, double in (("‘", "“"), ("’", "”")):
+        out.append(needle.replace("'", single).replace('"', double))
+    # an opening and a closing quote in one needle: ‘…’ / “…”
+    opened = re.sub(r"'([^']*)'", "‘\\1’", needle)
+    opened = re.sub(r'"([^"]*)"', "“\\1”", opened)
+    out.append(opened)
+    return tuple(dict.fromkeys(out))
+
+
+def wrap_candidate(line: bytes) -> bool:
+    """Could a terminal have broken this line at its end?"""
+    return len(line) >= WRAP_MIN and line[-1:] not in b" \t"
