@@ -238,7 +238,41 @@ def explain_text(text: str | bytes, facts=None, source: str = "log") -> list[Fin
     """
     from doctor.explain.advice import advise
 
-    return [to_finding(m, advise(m, facts), source) for m in group(scan(normalise(text)))]
+    data = normalise(text)
+    matches, decided = settle(group(scan(data)), data, facts)
+    findings = [to_finding(m, advise(m, facts), source) for m in matches]
+    for f in findings:
+        if f.id in decided:
+            f.detail += "\n" + decided[f.id]
+            f.evidence.append(Evidence("derived", "chosen by", decided[f.id]))
+    return findings
+
+
+def settle(matches: list[Match], data: bytes, facts) -> tuple[list[Match], dict[str, str]]:
+    """Give a look-alike pair (doctor/explain/disambiguate.py) the id the evidence chooses;
+    (matches, {id: the sentence saying which evidence chose it, or that none could})."""
+    from doctor.explain.disambiguate import PAIR, ambiguous, decide
+
+    pair = [m for m in matches if m.rule.id in PAIR]
+    lines = [h.line for m in pair for h in (*m.hits, *(h for f in m.folded for h in f.hits))]
+    if not pair or not ambiguous(lines):
+        return matches, {}
+    decision = decide(data, facts)
+    out, notes = [], {}
+    for m in matches:
+        if m.rule.id not in PAIR:
+            out.append(m)
+            continue
+        if decision is None:
+            notes[m.rule.id] = ("chosen by: the table's order; neither this machine's facts nor the log show whether "
+                                "the libtorch is a CPU or a CUDA build")
+            out.append(m)
+            continue
+        hits = m.hits + [h for f in m.folded if f.rule.id in PAIR for h in f.hits]
+        folded = [f for f in m.folded if f.rule.id not in PAIR]
+        out.append(Match(RULES[decision.id], sorted(hits, key=lambda h: h.lineno), folded))
+        notes[decision.id] = f"chosen by: {decision.evidence}"
+    return sorted(out, key=lambda m: ORDER[m.rule.id]), notes
 
 
 def to_finding(match: Match, advice, source: str) -> Finding:

@@ -716,3 +716,110 @@ CUDA_STACK_RULES: tuple[Rule, ...] = (
 TABLE = TABLE + CUDA_STACK_RULES
 RULES = {rule.id: rule for rule in TABLE}
 ORDER = {rule.id: i for i, rule in enumerate(TABLE)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 17: the same causes in the words of other tools and of logs as people paste them.
+# Written against the `dev` part of tests/fixtures/logs (index.json `split`); the examples are
+# raw lines of those logs, matched as the engine matches them: after normalise.clean_line.
+# ---------------------------------------------------------------------------------------------
+
+_HEADER_CUT = r"(?<![\w./\\+-])" + HEADER + r"['\"]?\s*:\s*No such fi"  # a paste cut off mid-message
+_TORCH_NS = r"'(?P<ns>torch|at|c10)'"
+
+WORDINGS: dict[str, tuple[Sign, ...]] = {
+    "arch.mismatch": (
+        sign(r"(?P<file>\S*(?:torch|c10|caffe2)\S*): file not recognized: [Ff]ile format not recognized",
+             "file format not recognized",
+             basis="GNU ld (bfd): '<file>: file not recognized: file format not recognized' (issue 17's wording)"),
+        sign(r"(?P<file>\S*(?:torch|c10|caffe2)\S*) is incompatible with (?P<required>\w+)", " is incompatible with ",
+             basis="lld (ELF/InputFiles.cpp): 'ld.lld: error: <file> is incompatible with <emulation>'"),
+        sign(r"(?P<file>\S*(?:torch|c10|caffe2)\S*): incompatible target", "incompatible target",
+             basis="GNU gold: 'error: <file>: incompatible target'"),
+    ),
+    "cxx.std-too-old": (
+        sign(r"#error This file requires compiler and library support for the (?:forthcoming )?ISO C\+\+ (?P<std>\d{4})",
+             "requires compiler and library support",
+             basis="libstdc++'s bits/c++0x_warning.h: '#error This file requires compiler and library support for the "
+                   "ISO C++ 2011 standard' (issue 17's wording)"),
+        sign(r"The -std=c\+\+(?P<std>\d\d) flag is not supported with the configured host compiler",
+             "flag is not supported with the configured host compiler",
+             "nvcc warning : The -std=c++14 flag is not supported with the configured host compiler. Flag will be ignored."),
+        sign(r"Value 'c\+\+(?P<std>\d\d)' is not defined for option 'std'", "is not defined for option 'std'",
+             basis="nvcc < 11 given -std=c++17: \"nvcc fatal   : Value 'c++17' is not defined for option 'std'\""),
+    ),
+    "version.mismatch": (
+        # tch-rs / ocaml-torch compile a generated C++ API against the libtorch they find: any
+        # compile error inside it means the crate and the libtorch are different releases.
+        sign(r"(?P<file>torch_api_generated\.cpp(?:\.h)?)[(:]\d+.*?\berror\b", "torch_api_generated.cpp",
+             "  cargo:warning=libtch/torch_api_generated.cpp.h:1599:29: error: ‘_mps_max_pool2d’ is not a member of ‘torch’",
+             "C:\\Users\\vidal\\.cargo\\registry\\src\\github.com-1ecc6299db9ec823\\torch-sys-0.1.6\\libtch\\"
+             "torch_api_generated.cpp.h(2392): error C2039: 'cudnn_convolution_transpose_backward_bias': is not a member "
+             "of 'torch'"),
+        sign(r"'(?P<member>\w+)' is not a member of " + _TORCH_NS, ("is not a member of 'torch'", "is not a member of 'at'",
+                                                                   "is not a member of 'c10'"),
+             "/root/ml/pytorch-cpp/tutorials/intermediate/convolutional_neural_network/src/main.cpp:106:12: error: "
+             "'InferenceMode' is not a member of 'torch'"),
+        sign(r"no member named '(?P<member>\w+)' in namespace " + _TORCH_NS,
+             ("in namespace 'torch'", "in namespace 'at'", "in namespace 'c10'"),
+             "  cargo:warning=libtch/torch_api_generated.cpp.h:938:29: error: no member named '_index_put_impl_functional' "
+             "in namespace 'torch'"),
+    ),
+    "link.library-missing": (
+        sign(r"(?P<file>\S*lib(?P<lib>(?:torch|c10|caffe2|shm)(?:_\w+)?)\.(?:so|dylib)\S*): error adding symbols: "
+             r"DSO missing from command line", "DSO missing from command line",
+             "/usr/bin/ld: //storage/brno6/home/tslaninakova/playground/RSMI/libtorch-abi/lib/libtorch_cpu.so: error "
+             "adding symbols: DSO missing from command line"),
+        # GNU ld: a library libtorch needs is not on the link path; the undefined c10:: symbols
+        # that follow are its consequence, not an ABI mismatch (abi.mismatch folds into this).
+        sign(r"(?P<lib>lib(?:torch|c10|caffe2|shm)\w*\.so[\d.]*), needed by (?P<by>\S+), not found", ", needed by ",
+             basis="GNU ld (ldlang.c): 'warning: libc10.so, needed by libtorch_cpu.so, not found (try using -rpath "
+                   "or -rpath-link)'; tests/explain/test_generalisation.py produces it with g++"),
+    ),
+    "headers.missing": (
+        sign(_HEADER_CUT, "No such fi", "report error: “torch/script.h”: No such file or dire"),
+    ),
+    "nccl.system-error": (
+        sign(r"ncclSystemError: System call \((?:e\.g\. )?socket, malloc", "ncclSystemError: System call",
+             "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. "),
+    ),
+    "nccl.watchdog-timeout": (
+        sign(r"Watchdog caught collective operati", "Watchdog caught collective",
+             "[1763]   1%|▏         | 24/1752 [01:08<1:22:56,  2.88s/it][rank5]:[E602 11:17:52.185053341 "
+             "ProcessGroupNCCL.cpp:632] [Rank 5] Watchdog caught collective operati"),
+    ),
+    "openmp.duplicate-runtime": (
+        sign(r"Error #15: Initializing (?P<lib>\S+), but found (?P<other>\S+) already initialized",
+             "Error #15: Initializing",
+             "P: Error #15: Initializing libiomp5md.dll, but found libiomp5md.dll already initialized."),
+    ),
+    "build.ninja-missing": (
+        sign(r"No such file or directory: '(?P<tool>ninja)'", "No such file or directory: 'ninja'",
+             "FileNotFoundError: [Errno 2] No such file or directory: 'ninja': 'ninja'"),
+    ),
+    "cmake.nvtoolsext-missing": (
+        sign(r"(?P<path>\S*NVIDIA Corporation[/\\]NvToolsExt\S*)",
+             ("NVIDIA Corporation/NvToolsExt", "NVIDIA Corporation\\NvToolsExt"),
+             "    \"C:/Program Files/NVIDIA Corporation/NvToolsExt/include\""),
+    ),
+    "cmake.torch-library-missing": (
+        sign(r"(?P<lib>(?:torch|c10|TORCH_LIBRARY|C10_LIBRARY)\w*)-NOTFOUND", "-NOTFOUND",
+             "LINK : fatal error LNK1104: cannot open file 'torch-NOTFOUND.obj' [C:\\Users\\t-ziw\\source\\repos\\"
+             "cmf_toolkit\\libcmftk\\bui"),
+    ),
+    "link.as-needed": (
+        sign(r"[Cc]annot (?:query|access) [\w ()]+? without ATen_cuda library", "without ATen_cuda library",
+             basis="ATen's CUDAHooksInterface.h: 'Cannot query cuDNN version without ATen_cuda library.'"),
+    ),
+}
+
+
+def _with_wordings(table: tuple[Rule, ...]) -> tuple[Rule, ...]:
+    import dataclasses
+
+    return tuple(dataclasses.replace(r, signs=r.signs + WORDINGS[r.id]) if r.id in WORDINGS else r for r in table)
+
+
+TABLE = _with_wordings(TABLE)
+RULES = {rule.id: rule for rule in TABLE}
+ORDER = {rule.id: i for i, rule in enumerate(TABLE)}

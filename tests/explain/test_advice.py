@@ -172,10 +172,12 @@ def test_not_compiled_on_a_cpu_build_says_fetch_cuda(tmp_path):
     assert "indeed a CPU build" in f.detail and "--variant cu" in f.fix
 
 
-def test_not_compiled_on_a_cuda_build_suspects_the_loader_or_as_needed(tmp_path):
+def test_no_cuda_backend_on_a_cuda_build_is_the_dropped_libtorch_cuda(tmp_path):
+    """Issue 17: the machine's facts choose link.as-needed over cuda.not-compiled, and say so."""
     facts = make_install(tmp_path, variant="cu126", libs=("c10", "torch", "torch_cpu", "torch_cuda"))
     f = one("RuntimeError: Could not run 'aten::add.out' with arguments from the 'CUDA' backend.", facts)
-    assert "is a CUDA build (cu126)" in f.detail and "--no-as-needed" in f.fix
+    assert f.id == "link.as-needed" and "--no-as-needed" in f.fix
+    assert "chosen by: the active libtorch is a CUDA build (2.13.0+cu126)" in f.detail
 
 
 def test_no_device_reports_cuda_visible_devices(tmp_path):

@@ -1,0 +1,82 @@
+"""Look-alikes the log's words cannot tell apart: let facts decide, and say which facts did.
+
+"Could not run '…' with arguments from the 'CUDA' backend", "PyTorch is not linked with
+support for cuda devices" and "Cannot initialize CUDA without ATen_cuda library" are printed
+both by a CPU-only libtorch (cuda.not-compiled: fetch a CUDA variant) and by a CUDA libtorch
+whose libtorch_cuda the linker dropped (link.as-needed: link it with --no-as-needed). The
+evidence, strongest first:
+
+1. the machine's facts: the active libtorch's variant (`doctor explain` without --no-facts);
+2. the log's own words about the build: `+cu126`, `libtorch_cuda.so`, `torch_cuda.dll`,
+   `Caffe2: CUDA detected` say CUDA; `+cpu`, `libtorch-…-cpu`, `/cpu/libtorch` say CPU;
+3. where the error was raised: a Python traceback means torch's own extension module, which
+   always links torch_cuda when the build has it, so the build is CPU-only (0.4–1.0 CPU
+   builds raised the ATen_cuda message: pytorch#11430);
+4. none of these: the table's own order (link.as-needed, the rarer and more specific cause,
+   folds cuda.not-compiled) stands, and the finding says the log could not decide.
+
+Pure: facts in, a decision and the sentence that justifies it out; no Host, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+PAIR = ("link.as-needed", "cuda.not-compiled")
+# Log words that name the build. Bounded, literal-led patterns: one pass over the log, run
+# only when one of the pair was found.
+_CUDA_BUILD = re.compile(rb"\+cu\d{2,3}\b|\bcu\d{3}\b|libtorch_cuda\w*\.so|torch_cuda\w*\.(?:dll|lib)|"
+                         rb"Caffe2: CUDA detected|TORCH_CUDA_VERSION=cu\d+")
+_CPU_BUILD = re.compile(rb"\+cpu\b|libtorch[\w.-]*-cpu\b|/cpu/libtorch|libtorch-[\w.-]*%2Bcpu")
+_PYTHON = re.compile(rb"Traceback \(most recent call last\)|<ipython-input-|^RuntimeError: Cannot initialize CUDA|"
+                     rb"site-packages[\\/]torch[\\/]nn[\\/]", re.M)
+
+
+# Words only a CPU-only torch prints (torch.cuda's own check): no decision needed.
+_SURELY_CPU = re.compile(r"not compiled with CUDA enabled")
+
+
+def ambiguous(lines: list[str]) -> bool:
+    """Do these proving lines leave the pair open (none of them is a CPU build's own words)?"""
+    return not any(_SURELY_CPU.search(line) for line in lines)
+
+
+@dataclass(frozen=True)
+class Decision:
+    id: str  # the id the finding gets
+    evidence: str  # which fact chose it, in words
+
+
+def variant_of(facts) -> str | None:
+    """'cpu' or 'cuda' from MachineFacts (the active libtorch), or None."""
+    install = getattr(facts, "install", None)
+    variant = getattr(install, "variant", None) or ""
+    if variant == "cpu":
+        return "cpu"
+    if variant.startswith("cu"):
+        return "cuda"
+    return None
+
+
+def decide(data: bytes, facts=None) -> Decision | None:
+    """Which of the pair a log that shows one of them means; None when nothing decides."""
+    variant = variant_of(facts)
+    if variant == "cpu":
+        return Decision("cuda.not-compiled", f"the active libtorch is a CPU build ({facts.install.label})")
+    if variant == "cuda":
+        return Decision("link.as-needed", f"the active libtorch is a CUDA build ({facts.install.label})")
+    cuda, cpu = _CUDA_BUILD.search(data), _CPU_BUILD.search(data)
+    if cuda and not cpu:
+        return Decision("link.as-needed", f"the log names a CUDA build: {_shown(cuda)}")
+    if cpu and not cuda:
+        return Decision("cuda.not-compiled", f"the log names a CPU build: {_shown(cpu)}")
+    python = _PYTHON.search(data)
+    if python:
+        return Decision("cuda.not-compiled", "the error comes from Python torch, whose extension always links "
+                        f"torch_cuda when the build has it ({_shown(python)})")
+    return None
+
+
+def _shown(m: re.Match) -> str:
+    return "'" + m.group(0).decode("utf-8", "replace").strip() + "'"
