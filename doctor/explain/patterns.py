@@ -370,7 +370,8 @@ TABLE: tuple[Rule, ...] = (
     Rule(
         "cuda.not-compiled",
         "a CPU-only libtorch was asked for CUDA",
-        "The libtorch (or torch) in use is a CPU build, so there is no CUDA backend to run on.",
+        "The libtorch (or torch) in use offers no CUDA backend: a CPU build does not have one (a CUDA build "
+        "whose libtorch_cuda the linker dropped looks the same: link.as-needed).",
         "fetch a cuXYZ variant",
         (
             sign(r"Torch not compiled with CUDA enabled", "not compiled with CUDA enabled",
