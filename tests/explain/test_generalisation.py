@@ -80,6 +80,15 @@ def test_index_page_is_generated_from_the_index():
     assert out.returncode == 0, out.stderr
 
 
+def test_findings_pages_show_wordings_deciding_facts_and_holdout_accuracy():
+    out = subprocess.run([str(REPO / "scripts/findings-index"), "--check"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    for rule_id in RULES:
+        page = (REPO / "docs/findings" / f"{rule_id}.md").read_text(encoding="utf-8")
+        for part in ("**Wordings `doctor explain` reads**", "**Facts that decide it:**", "**Holdout accuracy:**"):
+            assert part in page, (rule_id, part)
+
+
 def test_holdout_score_stays_at_or_above_the_recorded_value():
     recorded = json.loads((LOGS / "holdout-score.json").read_text(encoding="utf-8"))
     accuracy, misses = score("holdout")
