@@ -156,7 +156,7 @@ def scan(data: bytes | str) -> list[Hit]:
     """All lines that match a sign, in log order. `data` should be normalised."""
     data = to_bytes(data)
     hits: list[Hit] = []
-    cache: dict[tuple, list[tuple[str, dict[str, str], bool]]] = {}
+    cache: dict[tuple, tuple[str, list[tuple[str, dict[str, str], bool]]]] = {}
     lineno, counted = 1, 0
     start = end = -1
     signs: dict[int, Sign] = {}
@@ -167,12 +167,13 @@ def scan(data: bytes | str) -> list[Hit]:
         counted = start
         raw = data[start:min(end, start + MAX_LINE)]
         key = (raw, *signs)
-        found = cache.get(key)
-        probe = clean_line(raw.decode("utf-8", "replace"))
-        if found is None:
+        cached = cache.get(key)
+        if cached is None:
             if len(cache) >= _CACHE_LIMIT:
                 cache.clear()
-            found = cache[key] = _match_line(probe, [signs[k] for k in sorted(signs)])
+            probe = clean_line(raw.decode("utf-8", "replace"))  # as normalise.py says: prefixes, quotes
+            cached = cache[key] = (probe, _match_line(probe, [signs[k] for k in sorted(signs)]))
+        probe, found = cached
         at = lineno
         if not found:  # a terminal may have broken the message: try the line joined to a neighbour
             probe, at, found = _mend(data, start, end, lineno, probe, [signs[k] for k in sorted(signs)])
