@@ -730,12 +730,12 @@ _TORCH_NS = r"'(?P<ns>torch|at|c10)'"
 
 WORDINGS: dict[str, tuple[Sign, ...]] = {
     "arch.mismatch": (
-        sign(r"(?P<file>\S*(?:torch|c10|caffe2)\S*): file not recognized: [Ff]ile format not recognized",
+        sign(_TORCHY + r".*?(?<!\S)(?P<file>[^\s:]++): file not recognized: [Ff]ile format not recognized",
              "file format not recognized",
              basis="GNU ld (bfd): '<file>: file not recognized: file format not recognized' (issue 17's wording)"),
-        sign(r"(?P<file>\S*(?:torch|c10|caffe2)\S*) is incompatible with (?P<required>\w+)", " is incompatible with ",
+        sign(_TORCHY + r".*?(?<!\S)(?P<file>\S++) is incompatible with (?P<required>\w++)", " is incompatible with ",
              basis="lld (ELF/InputFiles.cpp): 'ld.lld: error: <file> is incompatible with <emulation>'"),
-        sign(r"(?P<file>\S*(?:torch|c10|caffe2)\S*): incompatible target", "incompatible target",
+        sign(_TORCHY + r".*?(?<!\S)(?P<file>[^\s:]++): incompatible target", "incompatible target",
              basis="GNU gold: 'error: <file>: incompatible target'"),
     ),
     "cxx.std-too-old": (
@@ -767,13 +767,13 @@ WORDINGS: dict[str, tuple[Sign, ...]] = {
              "in namespace 'torch'"),
     ),
     "link.library-missing": (
-        sign(r"(?P<file>\S*lib(?P<lib>(?:torch|c10|caffe2|shm)(?:_\w+)?)\.(?:so|dylib)\S*): error adding symbols: "
+        sign(r"(?<![^\s/])lib(?P<lib>(?:torch|c10|caffe2|shm)(?:_\w++)?)\.(?:so|dylib)[^\s:]*+: error adding symbols: "
              r"DSO missing from command line", "DSO missing from command line",
              "/usr/bin/ld: //storage/brno6/home/tslaninakova/playground/RSMI/libtorch-abi/lib/libtorch_cpu.so: error "
              "adding symbols: DSO missing from command line"),
         # GNU ld: a library libtorch needs is not on the link path; the undefined c10:: symbols
         # that follow are its consequence, not an ABI mismatch (abi.mismatch folds into this).
-        sign(r"(?P<lib>lib(?:torch|c10|caffe2|shm)\w*\.so[\d.]*), needed by (?P<by>\S+), not found", ", needed by ",
+        sign(r"(?<![\w.])(?P<lib>lib(?:torch|c10|caffe2|shm)\w*+\.so[\d.]*+), needed by (?P<by>[^\s,]++), not found", ", needed by ",
              basis="GNU ld (ldlang.c): 'warning: libc10.so, needed by libtorch_cpu.so, not found (try using -rpath "
                    "or -rpath-link)'; tests/explain/test_generalisation.py produces it with g++"),
     ),
