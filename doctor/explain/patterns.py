@@ -804,7 +804,7 @@ WORDINGS: dict[str, tuple[Sign, ...]] = {
              "    \"C:/Program Files/NVIDIA Corporation/NvToolsExt/include\""),
     ),
     "cmake.torch-library-missing": (
-        sign(r"(?P<lib>(?:torch|c10|TORCH_LIBRARY|C10_LIBRARY)\w*)-NOTFOUND", "-NOTFOUND",
+        sign(r"(?<!\w)(?P<lib>(?:torch|c10|TORCH_LIBRARY|C10_LIBRARY)\w*+)-NOTFOUND", "-NOTFOUND",
              "LINK : fatal error LNK1104: cannot open file 'torch-NOTFOUND.obj' [C:\\Users\\t-ziw\\source\\repos\\"
              "cmf_toolkit\\libcmftk\\bui"),
     ),
