@@ -66,6 +66,8 @@ VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
 class CatalogError(UsageError):
     """What was asked for is not in the table (exit 2); the message lists what is."""
 
+    default_id = "usage.not-in-catalog"
+
 
 @dataclass(frozen=True)
 class Artifact:

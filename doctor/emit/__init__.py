@@ -133,13 +133,9 @@ def _encode(text: str, fmt: str, shell: str | None) -> bytes:
 
 
 def write_output(host: Host, output: Path, data: bytes) -> None:
-    """Write `data` to `output` (-o), byte-exact; a file-system error is a message, not a crash."""
-    target = host.real(output)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        # Bytes, not text mode: cmd files carry \r\n, which text mode would double on Windows.
-        target.write_bytes(data)
-    except OSError as exc:
-        what = "is a directory" if target.is_dir() else (exc.strerror or str(exc))
-        raise DoctorError(f"cannot write {output}: {what}",
-                          "give -o a file in a folder you can write, or leave -o out to print to stdout") from None
+    """Write `data` to `output` (-o), byte-exact and atomic (a shell sourcing it meanwhile
+    sees the old file or the new one); a file-system error is a message, not a crash. A
+    symlink at `output` is followed, as `> file` would."""
+    # Bytes, not text: cmd files carry \r\n, which text mode would double on Windows.
+    host.write_atomic(output, data, follow=True, doing="write",
+                      instead="give -o a file in a folder you can write, or leave -o out to print to stdout")

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from doctor import writes
 from doctor.errors import DoctorError
 from doctor.fetch.fsops import cleanup_leftovers, os_error, remove_part, rmtree
 from doctor.fetch.names import redact_url, safe_component
@@ -68,6 +69,11 @@ def fetch(host: Host, plan: Plan, opts: FetchOptions, log: Callable[[str], None]
           progress_stream=None) -> Outcome:
     started = time.monotonic()
     dest = Path(host.real(plan.dest))
+    if plan.lock_path is not None:
+        # The lock file is a path as the user sees it, like --dest: mapped the same way.
+        from dataclasses import replace
+
+        plan = replace(plan, lock_path=Path(host.real(plan.lock_path)))
     guard = _take_guard(dest, log)
     try:
         if guard is not None:
@@ -87,7 +93,7 @@ def _take_guard(dest: Path, log):
 
     parent = dest.parent
     try:
-        parent.mkdir(parents=True, exist_ok=True)
+        writes.mkdirs(parent)
     except OSError as exc:
         if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) and parent.is_dir():
             return None
@@ -173,8 +179,6 @@ def _install(host: Host, plan: Plan, opts: FetchOptions, dest: Path, entry: dict
 
 
 def _keep_or_remove(plan: Plan, part: Path, keep: bool, log) -> None:
-    import os
-
     if not keep:
         remove_part(part)
         return
@@ -184,8 +188,8 @@ def _keep_or_remove(plan: Plan, part: Path, keep: bool, log) -> None:
     try:
         if kept.is_symlink() or kept.is_dir():
             raise DoctorError(f"did not keep the archive: {kept} exists and is not a plain file",
-                              "the install itself succeeded")
-        os.replace(part, kept)
+                              "the install itself succeeded", id="fetch.keep-archive")
+        writes.rename_over(part, kept)
     except OSError as exc:
         raise os_error(exc, "keep the archive at", kept) from exc
     remove_part(part)
