@@ -82,7 +82,9 @@ def command(version: str | None, variant: str | None, abi: str | None, platform:
     parts = resolve(Host.from_system(), version, variant, abi, platform, from_wheel, unlisted)
     key = parts.key(salt)
     if as_json:
-        click.echo(json.dumps({"key": key, **asdict(parts), "salt": salt, "key_format": KEY_FORMAT}, indent=2))
+        from doctor.commands._output import print_result
+
+        return print_result("cache-key", {"key": key, **asdict(parts), "salt": salt, "key_format": KEY_FORMAT})
     else:
         click.echo(key)
     return 0

@@ -38,6 +38,10 @@ def command(timeout: float, max_size: int, iters: int, fmt: str | None, as_json:
     if outcome.report is None:
         if outcome.reason:
             click.echo(f"error: {outcome.reason}", err=True)
+            if fmt == "json":  # machine output is an envelope, failures included
+                from doctor.render.json import dumps, error_envelope
+
+                click.echo(dumps(error_envelope("fleet", outcome.exit_code, "fleet.failed", outcome.reason)))
         return outcome.exit_code
     outcome.report.strict = strict
     if fmt == "text":

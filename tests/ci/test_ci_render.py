@@ -11,6 +11,8 @@ from ci_support import ERROR, INFO, WARNING, sample_report
 from hypothesis import given
 from hypothesis import strategies as st
 
+from doctor.commands._output import write_step_summary
+from doctor.host import Host
 from doctor.model import Level
 from doctor.policy import Policy, apply_policy
 from doctor.render import FORMATS, render
@@ -57,7 +59,7 @@ def test_formats_are_registered():
 
 
 def test_github_annotations_one_per_problem(report):
-    out = github.render(report, env={})
+    out = github.render(report)
     found = annotations(out)
     assert [(m.group(1), unescape(m.group(2))) for m in found] == [
         ("error", f"{ERROR.title} [{ERROR.id}]"),
@@ -78,7 +80,7 @@ def test_github_title_property_is_escaped(report):
 
 
 def test_github_strict_makes_warnings_errors():
-    out = github.render(sample_report(strict=True), env={})
+    out = github.render(sample_report(strict=True))
     assert [m.group(1) for m in annotations(out)] == ["error", "error"]
 
 
@@ -95,26 +97,47 @@ def test_github_escaping_round_trips(text):
 
 
 def test_github_step_summary_is_appended(tmp_path, report):
+    """The renderer returns text; the command layer appends the summary, through the Host."""
     summary = tmp_path / "summary.md"
     summary.write_text("## from an earlier step\n", encoding="utf-8")
-    github.render(report, env={"GITHUB_STEP_SUMMARY": str(summary)})
-    github.render(report, env={"GITHUB_STEP_SUMMARY": str(summary)})
+    host = Host(env={"GITHUB_STEP_SUMMARY": str(summary)})
+    assert write_step_summary(host, report) == ""
+    assert write_step_summary(host, report) == ""
     text = summary.read_text(encoding="utf-8")
     assert text.startswith("## from an earlier step\n")
     assert text.count("### ❌ torch-doctor check: failed (1 error, 1 warning)") == 2
     assert text.count("| ❌ | <code>abi.mismatch</code> |") == 2
 
 
-def test_github_unwritable_summary_is_a_warning_not_a_crash(tmp_path, report):
-    out = github.render(report, env={"GITHUB_STEP_SUMMARY": str(tmp_path)})  # a directory
+def test_github_step_summary_maps_through_the_host_root(tmp_path, report):
+    (tmp_path / "runner").mkdir()
+    host = Host.for_test(tmp_path, {"GITHUB_STEP_SUMMARY": "/runner/summary.md"})
+    assert write_step_summary(host, report) == ""
+    assert "abi.mismatch" in (tmp_path / "runner/summary.md").read_text(encoding="utf-8")
+
+
+def test_github_renderer_writes_nothing(tmp_path, report, monkeypatch):
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    github.render(report)
+    assert not summary.exists()
+
+
+def test_github_unwritable_summary_is_a_warning_not_a_crash(tmp_path, report, capsys):
+    from doctor.commands._output import print_report
+
+    host = Host(env={"GITHUB_STEP_SUMMARY": str(tmp_path)})  # a directory
+    assert print_report(report, "github", False, 0, "never", host=host) == 1
+    out = capsys.readouterr().out
     last = annotations(out)[-1]
     assert last.group(1) == "warning" and "GITHUB_STEP_SUMMARY" in unescape(last.group(3))
+    assert str(tmp_path) in unescape(last.group(3))
 
 
 def test_github_log_text_cannot_inject_workflow_commands():
     report = sample_report()
     report.areas[1].details.append("::error::injected from a log excerpt")
-    out = github.render(report, verbose=1, env={})
+    out = github.render(report, verbose=1)
     assert "::error::injected from a log excerpt" in out  # printed in the log, inside the block
     assert [unescape(m.group(2)) for m in annotations(out)] == [f"{ERROR.title} [{ERROR.id}]", f"{WARNING.title} [{WARNING.id}]"]
 
