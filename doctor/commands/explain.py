@@ -76,10 +76,17 @@ def _from_command(host, argv: tuple[str, ...], timeout: float, no_facts: bool, f
     if result.returncode is None and not result.timed_out:
         raise DoctorError(result.error or f"{argv[0]}: could not be started", hint="check the command name and PATH")
     if result.returncode == 0:
-        # Success: stay out of the way.
-        click.echo(result.stdout, nl=False)
+        from doctor.commands._output import choose_format
+
+        if choose_format(fmt, as_json) != "json":
+            # Success: stay out of the way.
+            click.echo(result.stdout, nl=False)
+            click.echo(result.stderr, nl=False, err=True)
+            return 0
+        # Under --json stdout is one envelope: the command's output goes to stderr.
+        click.echo(result.stdout, nl=False, err=True)
         click.echo(result.stderr, nl=False, err=True)
-        return 0
+        return print_report(_succeeded(argv, result.command), fmt, as_json, verbose, color)
     # Failure: the command's output goes to stderr so that stdout carries only the report.
     click.echo(result.stdout, nl=False, err=True)
     click.echo(result.stderr, nl=False, err=True)
@@ -90,10 +97,20 @@ def _from_command(host, argv: tuple[str, ...], timeout: float, no_facts: bool, f
     report = _report(host, text, f"output of `{shown}`", no_facts, strict,
                      failed=f"the command failed ({'timed out' if result.timed_out else f'exit {result.returncode}'})")
     report.facts["command"] = {"argv": list(argv), "returncode": result.returncode, "timed_out": result.timed_out}
-    code = print_report(report, fmt, as_json, verbose, color)
-    if code:
-        return code
-    return 124 if result.timed_out else result.returncode
+    report.passthrough_exit = 124 if result.timed_out else result.returncode
+    return print_report(report, fmt, as_json, verbose, color)
+
+
+def _succeeded(argv: tuple[str, ...], command: str):
+    """The report of a command that succeeded: nothing to explain."""
+    from doctor import __version__
+    from doctor.model import Area, Report
+
+    shown = command if len(command) <= 60 else command[:59] + "…"
+    area = Area("explain", f"output of `{shown}`", "the command succeeded; nothing to explain")
+    return Report("explain", {"log": f"output of `{shown}`", "lines": 0, "libtorch": None,
+                              "command": {"argv": list(argv), "returncode": 0, "timed_out": False}},
+                  [area], doctor_version=__version__)
 
 
 def _report(host, text: str, source: str, no_facts: bool, strict: bool, failed: str = ""):
