@@ -64,8 +64,12 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def mkdirs(path: Path) -> None:
-    """`path` and its parents (nothing when it exists)."""
-    os.makedirs(path, exist_ok=True)
+    """`path` and its parents (nothing when it exists). A file on the way is ENOTDIR, not the
+    EEXIST makedirs gives, so the message says what is wrong."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except FileExistsError as exc:
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), exc.filename or str(path)) from exc
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o644, follow: bool = False) -> None:
