@@ -144,10 +144,10 @@ def _click_error(exc: click.ClickException) -> tuple[int, str, str, str]:
     if isinstance(exc, click.UsageError):
         ctx = exc.ctx
         path = ctx.command_path if ctx is not None else "doctor"
-        id = next((i for kind, i in _CLICK_IDS if isinstance(exc, kind)), "usage.bad-input")
+        error_id = next((i for kind, i in _CLICK_IDS if isinstance(exc, kind)), "usage.bad-input")
         if message.startswith("No such command"):
-            id = "usage.no-such-command"
-        return 2, id, message, f"see `{path} --help`"
+            error_id = "usage.no-such-command"
+        return 2, error_id, message, f"see `{path} --help`"
     return exc.exit_code, "io.file-error", message, ""
 
 

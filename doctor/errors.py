@@ -16,11 +16,11 @@ class DoctorError(Exception):
     exit_code = 1
     default_id = "error"
 
-    def __init__(self, message: str, hint: str = "", id: str | None = None) -> None:
+    def __init__(self, message: str, hint: str = "", error_id: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
-        self.id = id or self.default_id
+        self.id = error_id or self.default_id  # `error.id` in the JSON envelope
 
     def __str__(self) -> str:
         return f"{self.message} ({self.hint})" if self.hint else self.message

@@ -309,7 +309,7 @@ def _translate(exc: Exception, doing: str, path, instead: str):
 
     if isinstance(exc, OSError):
         return os_error(exc, doing, path, instead)
-    return DoctorError(f"cannot {doing} {path!r}: {exc}", "a path cannot hold a NUL byte", id="io.bad-path")
+    return DoctorError(f"cannot {doing} {path!r}: {exc}", "a path cannot hold a NUL byte", error_id="io.bad-path")
 
 
 class _TempDir:

@@ -49,7 +49,7 @@ def os_error(exc: OSError, doing: str, where: str | os.PathLike[str] | None = No
     if instead:
         hint = f"{hint}; {instead}"
     place = f" {where}" if where is not None else ""
-    return DoctorError(f"cannot {doing}{place}: {why}", hint, id=f"io.{_errno_name(exc)}")
+    return DoctorError(f"cannot {doing}{place}: {why}", hint, error_id=f"io.{_errno_name(exc)}")
 
 
 def _errno_name(exc: OSError) -> str:

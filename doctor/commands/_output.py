@@ -37,7 +37,7 @@ def choose_format(fmt: str | None, as_json: bool) -> str:
     if fmt and as_json and fmt != "json":
         from doctor.errors import UsageError
 
-        raise UsageError("--json and --format disagree", "give one of them", id="usage.conflicting-options")
+        raise UsageError("--json and --format disagree", "give one of them", error_id="usage.conflicting-options")
     if as_json or fmt:
         return "json" if as_json else fmt
     from doctor.render.github import default_format  # github annotations inside GitHub Actions

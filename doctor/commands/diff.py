@@ -63,7 +63,7 @@ def load_report(name: str) -> Input:
     if isinstance(data.get("error"), dict):  # the envelope of a check that failed to run
         err = data["error"]
         raise UsageError(f"{name}: holds the error of a failed `doctor check` ({str(err.get('id'))[:60]}: "
-                         f"{str(err.get('message'))[:200]}), not a report", WRITE_ONE, id="usage.not-a-report")
+                         f"{str(err.get('message'))[:200]}), not a report", WRITE_ONE, error_id="usage.not-a-report")
     if data.get("command") != "check":
         raise UsageError(f"{name}: a `doctor {str(data.get('command'))[:40]}` report; diff compares `doctor check --json` reports")
     version = data.get("schema_version")

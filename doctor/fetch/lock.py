@@ -50,26 +50,26 @@ def parse_lock(text: str, path: Path | str = "libtorch.lock") -> dict[str, dict]
     try:
         data = json.loads(text)
     except RecursionError as exc:
-        raise DoctorError(f"{path} is nested too deeply to be a lock file", _HINT, id=_BAD) from exc
+        raise DoctorError(f"{path} is nested too deeply to be a lock file", _HINT, error_id=_BAD) from exc
     except ValueError as exc:
         raise DoctorError(f"{path} is not valid JSON ({exc})",
-                          "fix it, or remove it to record fresh hashes (trust on first use)", id=_BAD) from exc
+                          "fix it, or remove it to record fresh hashes (trust on first use)", error_id=_BAD) from exc
     if not isinstance(data, dict):
-        raise DoctorError(f"{path} is not a libtorch lock file (a JSON object is expected)", _HINT, id=_BAD)
+        raise DoctorError(f"{path} is not a libtorch lock file (a JSON object is expected)", _HINT, error_id=_BAD)
     version = data.get("lock_version")
     if isinstance(version, bool) or not isinstance(version, int):
-        raise DoctorError(f"{path}: lock_version is {_show(version)}, not {LOCK_VERSION}", _HINT, id=_BAD)
+        raise DoctorError(f"{path}: lock_version is {_show(version)}, not {LOCK_VERSION}", _HINT, error_id=_BAD)
     if version > LOCK_VERSION:
-        raise DoctorError(f"{path} was written by a newer torch-doctor (lock_version {version})", "upgrade torch-doctor", id="lock.newer")
+        raise DoctorError(f"{path} was written by a newer torch-doctor (lock_version {version})", "upgrade torch-doctor", error_id="lock.newer")
     if version != LOCK_VERSION:
-        raise DoctorError(f"{path}: lock_version {version} is not one this doctor reads ({LOCK_VERSION})", _HINT, id=_BAD)
+        raise DoctorError(f"{path}: lock_version {version} is not one this doctor reads ({LOCK_VERSION})", _HINT, error_id=_BAD)
     entries = data.get("libtorch", {})
     if not isinstance(entries, dict):
-        raise DoctorError(f"{path}: \"libtorch\" is {type(entries).__name__}, not a table of entries", _HINT, id=_BAD)
+        raise DoctorError(f"{path}: \"libtorch\" is {type(entries).__name__}, not a table of entries", _HINT, error_id=_BAD)
     for key, entry in entries.items():
         problem = entry_problem(entry)
         if problem:
-            raise DoctorError(f"{path}: entry {_show(key)} {problem}", _HINT, id=_BAD)
+            raise DoctorError(f"{path}: entry {_show(key)} {problem}", _HINT, error_id=_BAD)
     return entries
 
 
@@ -111,14 +111,14 @@ def read_lock(path: Path) -> dict:
         return {}
     except OSError as exc:
         raise DoctorError(f"cannot read the lock file {path}: {exc.strerror or exc}",
-                          "give --lock PATH to a readable file, or --no-lock", id="lock.unreadable") from exc
+                          "give --lock PATH to a readable file, or --no-lock", error_id="lock.unreadable") from exc
     if len(raw) > MAX_LOCK_BYTES:
-        raise DoctorError(f"{path} is over {MAX_LOCK_BYTES >> 20} MiB: not a libtorch lock file", _HINT, id=_BAD)
+        raise DoctorError(f"{path} is over {MAX_LOCK_BYTES >> 20} MiB: not a libtorch lock file", _HINT, error_id=_BAD)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DoctorError(f"{path} is not UTF-8 text (byte {exc.start} is {raw[exc.start]:#04x})",
-                          "a lock file is JSON in UTF-8; fix it, or remove it to record fresh hashes", id=_BAD) from exc
+                          "a lock file is JSON in UTF-8; fix it, or remove it to record fresh hashes", error_id=_BAD) from exc
     return parse_lock(text, path)
 
 

@@ -188,7 +188,7 @@ def _keep_or_remove(plan: Plan, part: Path, keep: bool, log) -> None:
     try:
         if kept.is_symlink() or kept.is_dir():
             raise DoctorError(f"did not keep the archive: {kept} exists and is not a plain file",
-                              "the install itself succeeded", id="fetch.keep-archive")
+                              "the install itself succeeded", error_id="fetch.keep-archive")
         writes.rename_over(part, kept)
     except OSError as exc:
         raise os_error(exc, "keep the archive at", kept) from exc

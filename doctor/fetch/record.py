@@ -168,7 +168,7 @@ def write_new_file(path: Path, data: bytes) -> None:
     except FileExistsError as exc:
         raise DoctorError(f"refusing to write {path}: something already has that name",
                           "the archive carries a file named like the doctor's own; nothing was installed",
-                          id="fetch.unsafe-archive") from exc
+                          error_id="fetch.unsafe-archive") from exc
 
 
 def write_record(tree: Path, record: InstallRecord) -> None:

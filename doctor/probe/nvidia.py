@@ -404,7 +404,7 @@ def _read_override(host: Host, facts: NvidiaFacts) -> None:
         raise DoctorError(
             f"{OVERRIDE}={raw!r} is neither a driver version nor a CUDA version",
             f"give a driver version ({OVERRIDE}=550.54.14) or the CUDA version it supports ({OVERRIDE}=12.4)",
-            id="env.bad-value",
+            error_id="env.bad-value",
         ) from None
     facts.override = raw
     ev = Evidence("env", OVERRIDE, raw)

@@ -6,7 +6,7 @@
 or, when the command failed before it had a result,
 
     {…the same first six keys…, "ok": false, "exit_code": 1,
-     "error": {"id": "fetch.http-error", "message": "…", "hint": "…"}}
+     "error": {"id": "<area>.<what>", "message": "…", "hint": "…"}}
 
 `ok` is true exactly when `exit_code` is 0. The result keys are the command's own (a report's
 `areas`/`findings`/`facts`, fetch's `action`/`dest`/`plan`, cache-key's `key`…): they sit
