@@ -79,10 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return _broken_pipe()
-    except click.exceptions.NoArgsIsHelpError as exc:  # bare `doctor`: the help, as before
-        exc.show()
-        return 2
     except click.ClickException as exc:
+        if isinstance(exc, _NO_ARGS_IS_HELP):  # bare `doctor` (click >= 8.2): the help, as before
+            exc.show()
+            return 2
         return _fail(args, *_click_error(exc))
     except DoctorError as exc:
         return _fail(args, exc.exit_code, exc.id, exc.message, exc.hint)
@@ -108,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
 def _fail(args: list[str], code: int, id: str, message: str, hint: str) -> int:
     """The one error voice: `error: …` and `hint: …` on stderr; under --json the envelope with
     the same error on stdout too, so a consumer always gets JSON."""
+    if code == 2 and not hint:  # every usage error says where to look
+        command = next((w for w in args if w in COMMANDS), None)
+        hint = f"see `doctor{' ' + command if command else ''} --help`"
     _say(f"error: {message}")
     if hint:
         _say(f"hint: {hint}")
@@ -126,6 +129,9 @@ def _print_json_error(command: str, code: int, id: str, message: str, hint: str)
     except OSError:  # stdout closed: the exit code and stderr are what is left
         pass
 
+
+# click 8.2+ signals a bare `doctor` with this UsageError; 8.1 prints the help itself.
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 # click's usage errors by kind -> the error id (docs/json-schema.md lists them)
 _CLICK_IDS = (

@@ -84,6 +84,12 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, follow: bool = Fals
         path = Path(os.path.realpath(path))
     if os.path.isdir(path) and not os.path.islink(path):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    try:  # a file being replaced keeps its permissions (a setenv.sh made 0600 stays private)
+        st = os.lstat(path)
+        if stat.S_ISREG(st.st_mode):
+            mode = stat.S_IMODE(st.st_mode)
+    except OSError:
+        pass
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         try:
@@ -136,9 +142,9 @@ def create_new(path: Path, data: bytes, mode: int = 0o644) -> None:
 
 
 def append(path: Path, data: bytes) -> None:
-    """Append `data` to the regular file `path` (created when missing) in one write call, as
-    the GitHub runner's command files expect. A FIFO or device there is refused (ENXIO-like
-    OSError) rather than blocked on."""
+    """Append `data` to the regular file `path` (created when missing), opened with O_APPEND as
+    the GitHub runner's command files expect. A FIFO or device there is refused (an OSError,
+    EINVAL) rather than blocked on."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NONBLOCK | CLOEXEC, 0o644)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):

@@ -185,7 +185,8 @@ def test_the_schema_refuses_what_breaks_the_contract():
 
 
 @pytest.mark.parametrize("args", [["check", "--bogus"], ["nosuch"], ["fetch-libtorch", "--abi", "x"],
-                                  ["explain", "a.log", "b.log"], ["diff", "only-one.json"]])
+                                  ["explain", "a.log", "b.log"], ["diff", "only-one.json"],
+                                  ["diff", "-", "-"]])
 def test_usage_errors_speak_one_voice(args):
     r = doctor_subprocess(*args)
     assert r.returncode == 2, r.stderr

@@ -22,6 +22,9 @@ def test_write_atomic_maps_through_the_root_and_creates_parents(tmp_path):
     host.write_atomic("/proj/sub/setenv.sh", b"export A=2\n")  # replaced, not appended
     assert (tmp_path / "proj/sub/setenv.sh").read_bytes() == b"export A=2\n"
     assert sorted(p.name for p in (tmp_path / "proj/sub").iterdir()) == ["setenv.sh"]  # no temp left
+    (tmp_path / "proj/sub/setenv.sh").chmod(0o600)
+    host.write_atomic("/proj/sub/setenv.sh", b"export A=3\n")
+    assert stat.S_IMODE((tmp_path / "proj/sub/setenv.sh").stat().st_mode) == 0o600  # kept private
 
 
 def test_write_atomic_replaces_a_planted_symlink_instead_of_writing_through_it(tmp_path):
