@@ -90,7 +90,7 @@ CASES = {
     "explain-command-ok": (["explain", "--json", "--from-command", "--", "echo", "--json"], {}, 0, None),
     "explain-command-failed": (["explain", "--json", "--no-facts", "--from-command", "--", "sh", "-c", "exit 7"], {},
                                7, None),
-    "explain-missing-log": (["explain", "--json", "/nonexistent/build.log"], {}, 1, "error"),
+    "explain-missing-log": (["explain", "--json", "/nonexistent/build.log"], {}, 1, "explain.no-such-log"),
     "smoke-bad-steps": (["smoke", "--json", "--steps", "1"], {}, 2, "usage.bad-value"),
     "bench-bad-device": (["bench", "--json", "--device", "tpu"], {}, 2, "usage.bad-value"),
     "fleet-no-launcher": (["fleet", "--json"], {}, 2, None),

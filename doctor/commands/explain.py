@@ -58,12 +58,12 @@ def _read(host, path: str) -> str:
     from doctor.errors import DoctorError
 
     if host.is_dir(path):
-        raise DoctorError(f"{path} is a directory, not a log file", hint="give the path to a build or run log")
+        raise DoctorError(f"{path} is a directory, not a log file", hint="give the path to a build or run log", error_id="explain.not-a-log")
     text = host.read_text(path, limit=READ_LIMIT)
     if text is None:
         if not host.exists(path):
-            raise DoctorError(f"{path}: no such file", hint="give the path to a build or run log, or - to read standard input")
-        raise DoctorError(f"{path}: cannot be read", hint="check its permissions")
+            raise DoctorError(f"{path}: no such file", hint="give the path to a build or run log, or - to read standard input", error_id="explain.no-such-log")
+        raise DoctorError(f"{path}: cannot be read", hint="check its permissions", error_id="explain.unreadable-log")
     return text
 
 
@@ -74,7 +74,7 @@ def _from_command(host, argv: tuple[str, ...], timeout: float, no_facts: bool, f
         raise click.UsageError("--from-command needs a command after --, e.g. doctor explain --from-command -- make -j4")
     result = host.run(list(argv), timeout=timeout)
     if result.returncode is None and not result.timed_out:
-        raise DoctorError(result.error or f"{argv[0]}: could not be started", hint="check the command name and PATH")
+        raise DoctorError(result.error or f"{argv[0]}: could not be started", hint="check the command name and PATH", error_id="explain.command-not-started")
     if result.returncode == 0:
         from doctor.commands._output import choose_format
 

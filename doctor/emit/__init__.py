@@ -37,7 +37,7 @@ def find_install(host: Host, root: Path | str | None = None) -> LibtorchInstall:
     if root is not None:
         root_s = str(Path(root).expanduser())
         if not host.is_dir(root_s):
-            raise DoctorError(f"--libtorch {root_s}: no such directory", "give the folder that holds lib/ and include/")
+            raise DoctorError(f"--libtorch {root_s}: no such directory", "give the folder that holds lib/ and include/", error_id="emit.no-such-libtorch")
         install = inspect_tree(host, root_s, ["--libtorch"], [Evidence("arg", "--libtorch", root_s)])
         install.hasktorch = install.hasktorch or _hasktorch_layout(host, root_s)
     else:
@@ -47,11 +47,13 @@ def find_install(host: Host, root: Path | str | None = None) -> LibtorchInstall:
             raise DoctorError(
                 "no libtorch found to emit an environment for",
                 "pass --libtorch DIR, or fetch one with `doctor fetch-libtorch`",
+                error_id="emit.no-libtorch",
             )
     if not install.complete:
         raise DoctorError(
             f"{install.root} is not a complete libtorch (it needs include/torch and lib/libc10)",
             "pass --libtorch DIR naming the folder that holds lib/ and include/",
+            error_id="emit.incomplete-libtorch",
         )
     return install
 

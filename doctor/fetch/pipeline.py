@@ -137,10 +137,10 @@ def _run(host: Host, plan: Plan, opts: FetchOptions, dest: Path, writable: bool,
         log(f"replacing the libtorch at {dest}: {why}")
     if opts.offline and plan.source != "archive":
         raise DoctorError(f"libtorch is not installed at {dest} ({why}) and --offline forbids downloading",
-                          "run without --offline once, or give --archive FILE")
+                          "run without --offline once, or give --archive FILE", error_id="fetch.offline")
     if not writable:
         raise DoctorError(f"cannot install into {dest}: {dest.parent} is not writable",
-                          "choose another --dest (or LIBTORCH_HOME)")
+                          "choose another --dest (or LIBTORCH_HOME)", error_id="fetch.not-writable")
     replaced = dest.exists() or dest.is_symlink()
     if replaced:
         from doctor.fetch.destination import check_replaceable
@@ -223,7 +223,7 @@ def verify_tree(dest: Path, record: InstallRecord, entry: dict | None, lock_path
         raise os_error(exc, "read the installed tree at", dest) from exc
     except ValueError as exc:  # a FIFO or device inside the tree
         raise DoctorError(f"the installed tree at {dest} holds something that is not a file, directory "
-                          f"or symlink: {exc}", "re-install it with --force") from exc
+                          f"or symlink: {exc}", "re-install it with --force", error_id="fetch.bad-tree") from exc
     check_installed(actual, record.nar_hash, dest, f"its install record {RECORD}")
     if entry:
         check_installed(actual, entry.get("nar_hash"), dest, f"the lock file {lock_path}")
@@ -237,7 +237,7 @@ def _check_lock_writable(path: Path) -> None:
     target = path if path.exists() else folder
     if not os.access(target, os.W_OK) or (not path.exists() and not os.access(folder, os.W_OK | os.X_OK)):
         raise DoctorError(f"cannot write the lock file {path}: {target} is not writable",
-                          "give --lock PATH in a writable folder, or --no-lock")
+                          "give --lock PATH in a writable folder, or --no-lock", error_id="lock.not-writable")
 
 
 def _record_lock(plan: Plan, record: InstallRecord) -> str:

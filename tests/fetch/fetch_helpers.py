@@ -125,7 +125,12 @@ class Server:
                 pass
 
             def do_GET(self) -> None:
-                server._handle(self)
+                try:
+                    server._handle(self)
+                except (ConnectionResetError, BrokenPipeError):
+                    # The client hung up mid-body (the doctor stops on a full disk): normal, and
+                    # socketserver's traceback on stderr would read as the doctor's own.
+                    self.close_connection = True
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
