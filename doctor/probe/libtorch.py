@@ -322,16 +322,16 @@ def _read_libc10(host: Host, install: LibtorchInstall, c10: PurePath, abi_flag: 
 
 def detect_libtorch(host: Host, python: PythonTorch | None) -> LibtorchFacts:
     found = _from_env(host) + _from_hasktorch_cache(host) + _from_places(host, python)
-    merged: dict[str, tuple[list[str], list[Evidence]]] = {}
+    # Each root is resolved once: the key and the first spelling that reached it (not a
+    # re-resolution of every root per candidate, which grew as N² with a big cache).
+    merged: dict[str, tuple[str, list[str], list[Evidence]]] = {}
     for origin, root, ev in found:
-        key = _canonical(host, root)
-        origins, evidence = merged.setdefault(key, ([], []))
+        _first, origins, evidence = merged.setdefault(_canonical(host, root), (root, [], []))
         if origin not in origins:
             origins.append(origin)
         evidence.append(ev)
     candidates = []
-    for key, (origins, evidence) in merged.items():
-        root = next(r for o, r, _ in found if _canonical(host, r) == key)
+    for root, origins, evidence in merged.values():
         candidates.append(inspect_tree(host, root, origins, evidence))
     candidates.sort(key=lambda c: min(ORIGIN_RANK[o] for o in c.origins))
     active, reason = _choose(host, candidates)
