@@ -130,23 +130,20 @@ class ElfReader:
     """Section headers of an ELF file opened for reading, and the tables the probes use."""
 
     def __init__(self, fh) -> None:
-        import mmap
-
-        self._size = os.fstat(fh.fileno()).st_size
-        head = fh.read(64)
+        self._fd = fh.fileno()
+        self._size = os.fstat(self._fd).st_size
+        head = os.pread(self._fd, 64, 0)
         problem = header_problem(head, self._size)
         if problem:
             raise ElfProblem(problem)
-        self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         self.elfclass = 32 * head[4]
         self.little = head[5] == 1
         self.endian = "little" if self.little else "big"
         o = "<" if self.little else ">"
         self._o = o
-        wide = self.elfclass == 64
         machine, = struct.unpack_from(o + "H", head, 0x12)
         self.machine = EM_NAMES.get(machine, f"EM_{machine}")
-        if wide:
+        if self.elfclass == 64:
             shoff, = struct.unpack_from(o + "Q", head, 0x28)
             shentsize, shnum = struct.unpack_from(o + "HH", head, 0x3A)
             shdr = struct.Struct(o + "IIQQQQIIQQ")
@@ -156,29 +153,36 @@ class ElfReader:
             shdr = struct.Struct(o + "IIIIIIIIII")
         if shnum and shentsize < shdr.size:
             raise ElfProblem(f"section header entries of {shentsize} bytes (an ELF{self.elfclass} one has {shdr.size})")
+        table = self._read(shoff, shentsize * shnum)
         self.sections = []  # (type, offset, size, link, info, entsize)
         for i in range(shnum):
-            _name, kind, _flags, _addr, off, size, link, info, _align, entsize = self._unpack(shdr, shoff + i * shentsize)
+            _name, kind, _flags, _addr, off, size, link, info, _align, entsize = shdr.unpack_from(table, i * shentsize)
             self.sections.append((kind, off, size, link, info, entsize))
 
-    def _unpack(self, st: struct.Struct, offset: int) -> tuple:
-        if offset < 0 or offset + st.size > self._size:
-            raise ElfProblem(f"truncated: a table entry at byte {offset} runs past the end ({self._size} bytes)")
-        return st.unpack_from(self._map, offset)
+    def _read(self, offset: int, size: int) -> bytes:
+        if offset < 0 or size < 0 or offset + size > self._size:
+            raise ElfProblem(f"truncated: a table at byte {offset} of {size} bytes runs past the end ({self._size} bytes)")
+        data = os.pread(self._fd, size, offset)
+        if len(data) != size:
+            raise ElfProblem(f"truncated: read {len(data)} of {size} bytes at {offset}")
+        return data
+
+    @staticmethod
+    def _unpack(st: struct.Struct, data: bytes, offset: int) -> tuple:
+        if offset < 0 or offset + st.size > len(data):
+            raise ElfProblem(f"a version entry at {offset} runs past its section ({len(data)} bytes)")
+        return st.unpack_from(data, offset)
 
     def _first(self, kind: int):
         return next((s for s in self.sections if s[0] == kind), None)
 
-    def _bytes(self, section) -> memoryview:
-        _kind, off, size = section[:3]
-        if off + size > self._size:
-            raise ElfProblem(f"truncated: a section ends at byte {off + size}, the file has {self._size}")
-        return memoryview(self._map)[off:off + size]
+    def _bytes(self, section) -> bytes:
+        return self._read(section[1], section[2])
 
     def _strings(self, index: int) -> bytes:
         if not 0 <= index < len(self.sections):
             raise ElfProblem(f"a string table index {index} out of range")
-        return bytes(self._bytes(self.sections[index]))
+        return self._bytes(self.sections[index])
 
     @staticmethod
     def _str(table: bytes, offset: int) -> str:
@@ -195,7 +199,8 @@ class ElfReader:
             return needed, runpath, rpath
         strings = self._strings(section[3])
         fmt = self._o + ("qQ" if self.elfclass == 64 else "iI")
-        for tag, value in struct.iter_unpack(fmt, self._bytes(section)[: section[2] // struct.calcsize(fmt) * struct.calcsize(fmt)]):
+        data = self._bytes(section)
+        for tag, value in struct.iter_unpack(fmt, data[: len(data) // struct.calcsize(fmt) * struct.calcsize(fmt)]):
             if tag == 0:  # DT_NULL
                 break
             if tag == DT_NEEDED:
@@ -214,13 +219,13 @@ class ElfReader:
             return out
         strings = self._strings(section[3])
         need, aux = struct.Struct(self._o + "HHIII"), struct.Struct(self._o + "IHHII")
-        offset = section[1]
+        data, offset = self._bytes(section), 0
         for _ in range(min(section[4], MAX_VERSIONS)):
-            _version, count, file, aux_off, nxt = self._unpack(need, offset)
+            _version, count, file, aux_off, nxt = self._unpack(need, data, offset)
             names = out.setdefault(self._str(strings, file), [])
             at = offset + aux_off
             for _ in range(min(count, MAX_VERSIONS)):
-                _hash, _flags, _other, name, aux_next = self._unpack(aux, at)
+                _hash, _flags, _other, name, aux_next = self._unpack(aux, data, at)
                 names.append(self._str(strings, name))
                 if not aux_next:
                     break
@@ -238,12 +243,12 @@ class ElfReader:
             return out
         strings = self._strings(section[3])
         vdef, aux = struct.Struct(self._o + "HHHHIII"), struct.Struct(self._o + "II")
-        offset = section[1]
+        data, offset = self._bytes(section), 0
         for _ in range(min(section[4], MAX_VERSIONS)):
-            _version, _flags, _ndx, count, _hash, aux_off, nxt = self._unpack(vdef, offset)
+            _version, _flags, _ndx, count, _hash, aux_off, nxt = self._unpack(vdef, data, offset)
             at = offset + aux_off
             for _ in range(min(count, MAX_VERSIONS)):
-                name, aux_next = self._unpack(aux, at)
+                name, aux_next = self._unpack(aux, data, at)
                 out.append(self._str(strings, name))
                 if not aux_next:
                     break
