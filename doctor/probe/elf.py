@@ -108,7 +108,7 @@ def _read_elf(path: str, real_path: str, count_abi_symbols: bool, _mtime: int, _
         info.needed, info.runpath, info.rpath = elf.dynamic()
         info.version_needs = elf.version_needs()
         if count_abi_symbols:
-            info.cxx11_symbols, info.old_abi_symbols = _abi_counts(elf.defined_symbols())
+            info.cxx11_symbols, info.old_abi_symbols = elf.abi_counts()
     return info
 
 
@@ -122,6 +122,8 @@ def _read_elf(path: str, real_path: str, count_abi_symbols: bool, _mtime: int, _
 SHT_DYNAMIC, SHT_DYNSYM = 6, 11
 SHT_GNU_VERDEF, SHT_GNU_VERNEED = 0x6FFFFFFD, 0x6FFFFFFE
 DT_NEEDED, DT_RPATH, DT_RUNPATH = 1, 15, 29
+_TORCH_PREFIXES = tuple(p.encode() for p in TORCH_NAMESPACES)
+_CXX11_BYTES, _OLD_BYTES = CXX11_STRING.encode(), OLD_STRING.encode()
 EM_NAMES = {62: "x86_64", 183: "aarch64", 3: "i386", 40: "arm", 21: "ppc64le"}
 MAX_VERSIONS = 1 << 16  # version entries followed in one table (a loop of vn_next ends here)
 
@@ -277,6 +279,30 @@ class ElfReader:
 
     def defined_symbols(self):
         return (name for name, defined, _weak in self.symbols() if defined)
+
+    def abi_counts(self) -> tuple[int, int]:
+        """(defined torch-namespace symbols with std::__cxx11::string, with the old std::string),
+        as _abi_counts(defined_symbols()) counts them, on the raw bytes: a libtorch library has
+        ~10⁵ dynamic symbols and a cache may hold dozens of trees (issue 19)."""
+        section = self._first(SHT_DYNSYM)
+        if section is None:
+            return 0, 0
+        strings = self._strings(section[3])
+        fmt, shndx_at = (self._o + "IBBHQQ", 3) if self.elfclass == 64 else (self._o + "IIIBBH", 5)
+        width = struct.calcsize(fmt)
+        data = self._bytes(section)
+        starts = strings.startswith
+        torch = [e[0] for e in struct.iter_unpack(fmt, data[: len(data) // width * width])
+                 if e[shndx_at] != 0 and e[0] and starts(_TORCH_PREFIXES, e[0])]
+        cxx11 = old = 0
+        for offset in torch:
+            end = strings.find(b"\0", offset)
+            name = strings[offset:end if end >= 0 else len(strings)]
+            if _CXX11_BYTES in name:
+                cxx11 += 1
+            elif _OLD_BYTES in name:
+                old += 1
+        return cxx11, old
 
 
 def _abi_counts(names) -> tuple[int, int]:

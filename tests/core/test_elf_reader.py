@@ -108,3 +108,15 @@ def test_section_table_pointing_past_the_end_is_refused(tmp_path, abi_libs):
     bad.write_bytes(bytes(data))
     with pytest.raises(ElfProblem):
         read_elf("libc10.so", str(bad))
+
+
+def test_abi_counts_on_bytes_equal_counting_decoded_names(wheel_root, abi_libs):
+    from doctor.probe.elf import _abi_counts
+
+    for path in [*abi_libs.values(), wheel_root / "lib/libc10.so", wheel_root / "lib/libtorch_cpu.so"]:
+        with open(path, "rb") as fh:
+            elf = ElfReader(fh)
+            assert elf.abi_counts() == _abi_counts(elf.defined_symbols()), path
+    with open(wheel_root / "lib/libc10.so", "rb") as fh:
+        cxx11, old = ElfReader(fh).abi_counts()
+    assert cxx11 > 50 and old == 0  # the 2.13 wheel is a C++11 ABI build
