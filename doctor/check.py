@@ -35,8 +35,13 @@ def gather_facts(host: Host, backend: str | None = None) -> dict:
         python = detect_python_torch(host)
         return python, detect_libtorch(host, python)
 
+    from doctor.cuda_stack_check import start_cuda_stack
+
     ld_cache = read_ld_cache(host)
-    with ThreadPoolExecutor(max_workers=4) as pool:
+    # Every probe that runs commands starts first (the interpreter probe, nvcc, compilers: the
+    # critical path, issue 19); the file-reading probes run in this thread meanwhile.
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        cuda_stack = start_cuda_stack(pool, host)
         gpu = pool.submit(_detect_gpus, host, ld_cache)
         toolchain = pool.submit(detect_toolchain, host)
         system = pool.submit(detect_system, host, ld_cache, str(libtorch_home(host)))
@@ -58,7 +63,7 @@ def gather_facts(host: Host, backend: str | None = None) -> dict:
         }
         if gpu_error:
             facts["gpu_error"] = gpu_error
-        facts.update(_cuda_stack_facts(host, ld_cache, libtorch, python))  # issue 13: doctor/cuda_stack_check.py
+        facts.update(_cuda_stack_facts(host, ld_cache, libtorch, python, cuda_stack))  # issue 13: doctor/cuda_stack_check.py
         return facts
 
 
@@ -172,10 +177,10 @@ def _flag_truncated_output(host: Host, areas: list[Area]) -> list[Area]:
     return [dataclasses.replace(areas[0], findings=[*areas[0].findings, *findings]), *areas[1:]]
 
 
-def _cuda_stack_facts(host: Host, ld_cache: dict[str, list[str]], libtorch, python) -> dict:
+def _cuda_stack_facts(host: Host, ld_cache: dict[str, list[str]], libtorch, python, started=None) -> dict:
     from doctor.cuda_stack_check import gather_cuda_stack
 
-    return gather_cuda_stack(host, ld_cache, libtorch, python)
+    return gather_cuda_stack(host, ld_cache, libtorch, python, started)
 
 
 def run_check(host: Host, requirements: Sequence = (), strict: bool = False, policy=None,
