@@ -11,7 +11,6 @@ readers (bash, zsh, dash, fish, python-dotenv) or faithful ports (the Actions ru
 from __future__ import annotations
 
 import re
-import secrets
 
 from doctor.errors import DoctorError
 
@@ -142,6 +141,8 @@ def github_env_block(name: str, value: str, system: str = "Linux") -> str:
     if system == "Windows" and "\r" in value:
         raise DoctorError(f"{_shown(value)} contains a carriage return, which a Windows runner's $GITHUB_ENV "
                           "cannot carry", "remove it from the environment before this step")
+    import secrets  # here, not at the top: it loads libcrypto, which ld.so looks for along LD_LIBRARY_PATH
+
     for _ in range(8):
         delimiter = f"ghadelimiter_{secrets.token_hex(16)}"
         if delimiter not in value:
