@@ -82,7 +82,7 @@ def read_elf(path: str, real_path: str, count_abi_symbols: bool = False) -> ElfI
 
     Memoised per file and mtime: the libtorch and loader probes both read libc10.so.
     A FIFO or device is refused before it is opened (it would block or never end); a file that
-    is empty, truncated or not ELF raises ElfProblem saying so, before pyelftools reads it.
+    is empty, truncated or not ELF raises ElfProblem saying so, before any table is read.
     """
     import stat as st
 
