@@ -75,10 +75,10 @@ def in_dir(host: Host, directory: str, name: str, seen: dict[str, frozenset[str]
         return host.exists(PurePath(directory) / name)
     if directory not in seen:
         names = host.listdir(directory)
-        if not names and host.is_dir(directory) and not host.access(directory, os.R_OK):
-            seen[directory] = None
-        else:
-            seen[directory] = frozenset(names)
+        # nothing listed: an empty readable directory (one check), a missing one, or one that
+        # cannot be listed (then asked name by name)
+        unlistable = not names and not host.access(directory, os.R_OK) and host.is_dir(directory)
+        seen[directory] = None if unlistable else frozenset(names)
     names = seen[directory]
     if names is not None and name not in names:
         return False
