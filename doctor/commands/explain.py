@@ -98,11 +98,11 @@ def _from_command(host, argv: tuple[str, ...], timeout: float, no_facts: bool, f
 
 def _report(host, text: str, source: str, no_facts: bool, strict: bool, failed: str = ""):
     from doctor import __version__
-    from doctor.explain import MachineFacts, explain_text
+    from doctor.explain_machine import detect, explain_on
     from doctor.model import Area, Report
 
-    facts = None if no_facts else MachineFacts.detect(host)
-    findings = explain_text(text, facts, source=source)
+    facts = None if no_facts else detect(host)
+    findings = explain_on(host, text, facts, source=source)
     lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
     summary = (f"{len(findings)} known setup problem{'s' * (len(findings) != 1)} found" if findings
                else "no known setup problem found")

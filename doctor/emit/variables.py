@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath, PureWindowsPath
 
+from doctor.catalog.platforms import loader_variable, separator
 from doctor.quoting import list_element
 
 
@@ -30,15 +31,6 @@ class Var:
 
     def elements(self, system: str = "Linux") -> list[str]:
         return [e for e in self.value.split(separator(system)) if e] if self.mode == "prepend" else [self.value]
-
-
-def separator(system: str = "Linux") -> str:
-    return ";" if system == "Windows" else ":"
-
-
-def loader_variable(system: str = "Linux") -> str:
-    """The variable the dynamic loader searches at run time."""
-    return {"Darwin": "DYLD_LIBRARY_PATH", "Windows": "PATH"}.get(system, "LD_LIBRARY_PATH")
 
 
 def _path(system: str):

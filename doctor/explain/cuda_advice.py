@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from doctor.catalog.toolkit import HOST_COMPILER_LIMITS, major_minor
-from doctor.explain.advice import Advice, MachineFacts
-from doctor.explain.engine import Match
+from doctor.explain.facts import Advice, MachineFacts
+
+if TYPE_CHECKING:  # the engine calls the advisors; they only read the Match they are given
+    from doctor.explain.engine import Match
 
 # NCCL entry points torch needs, and the NCCL release that introduced them (NCCL release notes).
 NCCL_SINCE = {"ncclCommRegister": "2.19", "ncclCommDeregister": "2.19", "ncclCommSplit": "2.18",
@@ -89,8 +92,8 @@ def _toolkit_not_found(match: Match, facts: MachineFacts) -> Advice:
     home = facts.env.get("CUDA_HOME") or facts.env.get("CUDA_PATH")
     if home:
         detail.append(f"On this machine CUDA_HOME/CUDA_PATH is {home}" + (
-            "" if facts.exists and facts.exists(f"{home}/bin/nvcc") else ", which has no bin/nvcc") + ".")
-    if facts.exists and facts.exists("/usr/local/cuda/bin/nvcc"):
+            ", which has no bin/nvcc" if facts.lacks(f"{home}/bin/nvcc") else "") + ".")
+    if facts.has("/usr/local/cuda/bin/nvcc"):
         fix = "export CUDA_HOME=/usr/local/cuda PATH=/usr/local/cuda/bin:$PATH (a toolkit is installed there)"
     else:
         fix = ("install the CUDA toolkit of torch's CUDA release (or pip install nvidia-cuda-nvcc-cu12 in this "

@@ -12,7 +12,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from doctor.explain.advice import advise
 from doctor.explain.patterns import ORDER, RULES, TABLE, Rule, Sign
+from doctor.formats import clip
 from doctor.model import Evidence, Finding, Level
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
@@ -128,12 +130,18 @@ def group(hits: Iterable[Hit]) -> list[Match]:
 def explain_text(text: str, facts=None, source: str = "log") -> list[Finding]:
     """The findings a log proves, root cause first; [] when it shows no known setup problem.
 
-    `facts` (doctor.explain.advice.MachineFacts) makes the advice concrete for this machine.
+    `facts` (doctor.explain.facts.MachineFacts) makes the advice concrete for this machine.
     """
-    from doctor.explain.advice import advise
+    return findings(find(text), facts, source)
 
-    text = normalise(text)
-    return [to_finding(m, advise(m, facts), source) for m in group(scan(text))]
+
+def find(text: str) -> list[Match]:
+    """What the log proves, one Match per diagnosis id, root cause first."""
+    return group(scan(normalise(text)))
+
+
+def findings(matches: list[Match], facts=None, source: str = "log") -> list[Finding]:
+    return [to_finding(m, advise(m, facts), source) for m in matches]
 
 
 def to_finding(match: Match, advice, source: str) -> Finding:
@@ -161,5 +169,4 @@ def to_finding(match: Match, advice, source: str) -> Finding:
     )
 
 
-def _clip(line: str, limit: int = 200) -> str:
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+_clip = clip
