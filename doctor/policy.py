@@ -20,25 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from doctor.errors import UsageError
+from doctor.findings import FINDINGS
 from doctor.model import Level, Report
 
 FILES = ("doctor.toml", "pyproject.toml")
 KEYS = ("min-version", "require", "error-on", "ignore")
 # Finding ids are dotted, lower-case words: "abi.mismatch", "loader.library-not-found".
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*(\.[a-z0-9][a-z0-9-]*)+$")
-# Every finding id the doctor can report (one docs/findings/<id>.md page each; a test keeps
-# the two equal). A typo in error-on or ignore would silently do nothing: it is refused.
-FINDING_IDS = frozenset({
-    "abi.mismatch", "apple.rosetta", "arch.mismatch", "bench.compile-failed", "bench.gemm-slow",
-    "build.failed", "cmake.torch-not-found", "cuda.arch-unsupported", "cuda.driver-too-old",
-    "cuda.no-device", "cuda.not-compiled", "cuda.ptx-jit", "cxx.std-too-old", "diff.changed",
-    "disk.low", "glibc.too-old", "gpu.cpu-build", "headers.missing", "libtorch.conflict",
-    "libtorch.not-found", "libtorch.path-invalid", "libtorch.version-disagree", "link.as-needed",
-    "link.library-missing", "loader.library-not-found", "macos.duplicate-rpath", "memory.oom",
-    "probe.failed", "requirement.unmet", "rocm.arch-unsupported", "rocm.no-device",
-    "smoke.device-unavailable", "smoke.failed", "smoke.passed", "toolchain.compiler-missing",
-    "version.mismatch",
-})
+# Every finding id the doctor can report (doctor/findings.py, one docs page each). A typo in
+# error-on or ignore would silently do nothing: it is refused.
+FINDING_IDS = frozenset(FINDINGS)
 
 
 @dataclass(frozen=True)
