@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from doctor.catalog.platforms import loader_variable
 from doctor.catalog.releases import PRE_CXX11_LAST, has_pre_cxx11
+from doctor.catalog.toolkit import compilers_for as _compilers_for
 from doctor.quoting import sh_paste, sh_prepend
 
 SETENV = 'eval "$(doctor emit setenv)"'
@@ -87,9 +88,22 @@ def other_abi_build(version: str | None, abi: str) -> str | None:
     return f"or fetch the {abi} build of libtorch {version} (published up to {PRE_CXX11_LAST})"
 
 
+def compilers_for(need: int) -> str:
+    """"g++ ≥ 11 or clang++ ≥ 14" for C++20, from the catalog; "" for a standard it does not list."""
+    pair = _compilers_for(need)
+    return f"g++ ≥ {pair[0]} or clang++ ≥ {pair[1]}" if pair else ""
+
+
 def cxx_standard(need: int) -> str:
-    return (f"compile with -std=c++{need} (CMake: set(CMAKE_CXX_STANDARD {need}); MSVC: /std:c++{need}; "
-            "a compiler that supports it: gcc ≥ 9 / clang ≥ 10 for C++17, gcc ≥ 10 / clang ≥ 12 for C++20)")
+    compilers = compilers_for(need)
+    return (f"compile with -std=c++{need} (CMake: set(CMAKE_CXX_STANDARD {need}); MSVC: /std:c++{need}"
+            + (f"; a compiler that supports it: {compilers}" if compilers else "") + ")")
+
+
+def newer_compiler(need: int) -> str:
+    compilers = compilers_for(need)
+    return ("install a newer compiler" + (f" ({compilers} for C++{need})" if compilers else "")
+            + f" and build with -std=c++{need}")
 
 
 def link_no_as_needed() -> str:

@@ -27,7 +27,7 @@ def toolchain_area(t: ToolchainFacts, active: LibtorchInstall | None) -> Area:
                     "cxx.std-too-old",
                     Level.ERROR,
                     f"{c.name} {c.version} accepts at most -std=c++{c.max_std}; libtorch {active.label} needs C++{need}",
-                    fix=f"install a newer compiler (g++ ≥ 11 or clang++ ≥ 14 for C++20) and build with -std=c++{need}",
+                    fix=fixes.newer_compiler(need),
                     area="toolchain",
                     evidence=c.evidence,
                     subject=c.path,

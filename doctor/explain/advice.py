@@ -16,17 +16,26 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 from doctor import fixes
-from doctor.catalog.cuda import arch_list, covers, cuda_of_variant, floor_driver, parse_cuda_version
+from doctor.catalog.cuda import (
+    DRIVER_LIBRARIES,
+    NVML_LIBRARIES,
+    arch_list,
+    covers,
+    cuda_of_variant,
+    floor_driver,
+    parse_cuda_version,
+)
 from doctor.catalog.platforms import library_file, loader_variable
 from doctor.catalog.recommend import cuda_sorted, newest_release, published_variants
 from doctor.catalog.releases import (
-    THC_REMOVED,
     SERIES,
+    THC_REMOVED,
     glibc_needed,
     newest_series_for_glibc,
     newest_version,
     torchvision_for,
 )
+from doctor.catalog.toolkit import cuda_library_prefixes
 from doctor.explain.cuda_advice import CUDA_ADVISORS
 from doctor.explain.facts import Advice, LibtorchFacts, MachineFacts
 from doctor.formats import human_bytes, symbol_version_key, version_tuple
@@ -360,9 +369,9 @@ def _version(match: Match, facts: MachineFacts) -> Advice:
     return Advice("an extension was built for another libtorch version", detail, fix, subject=symbols[0] if symbols else "")
 
 
-_DRIVER_LIBS = ("libcuda.so", "libnvidia-ml.so", "libcuda.dylib")
-_CUDA_RUNTIME = ("libcudart", "libcublas", "libcudnn", "libcufft", "libcurand", "libcusolver", "libcusparse", "libnvrtc",
-                 "libnvJitLink", "libnvToolsExt", "libnccl", "libcupti", "libcufile", "cudart64", "cublas64", "cudnn64", "nvrtc64")
+# The driver's libraries and the CUDA runtime's, by file-name prefix: the catalog's lists.
+_DRIVER_LIBS = tuple(dict.fromkeys(name.split(".so")[0] + ".so" for name in (*DRIVER_LIBRARIES, *NVML_LIBRARIES)))
+_CUDA_RUNTIME = cuda_library_prefixes()
 
 
 def _loader(match: Match, facts: MachineFacts) -> Advice:
