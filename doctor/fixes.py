@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from doctor.catalog.platforms import loader_variable
-from doctor.catalog.releases import PRE_CXX11_LAST, has_pre_cxx11
+from doctor.catalog.releases import ABI_DEFINE, PRE_CXX11_LAST, has_pre_cxx11
 from doctor.catalog.toolkit import compilers_for as _compilers_for
 from doctor.quoting import sh_paste, sh_prepend
 
 SETENV = 'eval "$(doctor emit setenv)"'
 FETCH = f"doctor fetch-libtorch && {SETENV}"
-ABI_FLAG = {"cxx11": "1", "pre-cxx11": "0"}
+ABI_FLAG = ABI_DEFINE
 
 
 def fetch(version: str | None = None, variant: str | None = None, *, from_wheel: bool = False) -> str:

@@ -29,6 +29,8 @@ BASE_URL = "https://download.pytorch.org/libtorch"
 PLATFORMS = ("linux-x86_64", "linux-aarch64", "macos-arm64", "macos-x86_64", "windows-x86_64")
 CHANNELS = ("release", "test", "nightly")  # test = release candidates
 ABIS = ("cxx11", "pre-cxx11")
+# The -D_GLIBCXX_USE_CXX11_ABI value of each ABI.
+ABI_DEFINE = {"cxx11": "1", "pre-cxx11": "0"}
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,8 @@ TORCHVISION: dict[str, str] = {
 THC_REMOVED = "1.11"
 
 VARIANT_RE = re.compile(r"^(cpu|cu\d{2,3}|rocm\d+\.\d+(\.\d+)?)$")
+# Variants torch publishes as wheels only (no libtorch zip): a wheel's libtorch may carry them.
+WHEEL_ONLY_VARIANTS = ("xpu",)
 VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
 
 
@@ -108,6 +112,11 @@ def versions() -> list[str]:
 
 def newest_version() -> str:
     return versions()[-1]
+
+
+def is_variant(value: str) -> bool:
+    """Whether `value` is a variant name the catalog knows the form of (cpu, cuXYZ, rocmX.Y, xpu)."""
+    return bool(VARIANT_RE.match(value)) or value in WHEEL_ONLY_VARIANTS
 
 
 def series_name(version: str) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath, PureWindowsPath
 
 from doctor.catalog.platforms import loader_variable, separator
+from doctor.catalog.releases import ABI_DEFINE
 from doctor.quoting import list_element
 
 
@@ -53,8 +54,8 @@ def variables(install, system: str = "Linux") -> list[Var]:
         Var("LIBTORCH_INCLUDE", str(P(include_dirs[0]).parent), "set"),
         Var("LIBTORCH_LIB", str(P(lib_dir).parent), "set"),
     ]
-    if system == "Linux" and install.abi in ("cxx11", "pre-cxx11"):
-        out.append(Var("LIBTORCH_CXX11_ABI", "1" if install.abi == "cxx11" else "0", "set"))
+    if system == "Linux" and install.abi in ABI_DEFINE:
+        out.append(Var("LIBTORCH_CXX11_ABI", ABI_DEFINE[install.abi], "set"))
     h = getattr(install, "hasktorch", None)
     if h:
         out += [
