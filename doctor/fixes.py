@@ -28,6 +28,18 @@ def fetch(version: str | None = None, variant: str | None = None, *, from_wheel:
     return " ".join(words)
 
 
+TORCH_INDEX = "https://download.pytorch.org/whl"
+
+
+def pip_torch(version: str | None = None, variant: str | None = None, *, force: bool = False) -> str:
+    """The pip command for the torch wheel of this variant of this version, from PyTorch's index."""
+    words = ["pip install"] + (["--force-reinstall"] if force else [])
+    words.append(f"torch=={sh_paste(version)}" if version else "torch")
+    if variant:
+        words.append(f"--index-url {TORCH_INDEX}/{sh_paste(variant)}")
+    return " ".join(words)
+
+
 def fetch_and_setenv(version: str | None = None, variant: str | None = None) -> str:
     return f"{fetch(version, variant)} && {SETENV}"
 

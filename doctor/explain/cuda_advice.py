@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from doctor import fixes
 from doctor.catalog.cuda import cuda_of_variant
 from doctor.catalog.toolkit import HOST_COMPILER_LIMITS, NCCL_SYMBOL_SINCE, major_minor, pip_package
 from doctor.explain.facts import Advice, MachineFacts
@@ -58,8 +59,7 @@ def _toolkit_mismatch(match: Match, facts: MachineFacts) -> Advice:
             detail.append("Only the minor differs: recent PyTorch releases only warn about that; older ones raised this error.")
     if nvcc and torch:
         fix = (f"export CUDA_HOME=/usr/local/cuda-{torch} (a CUDA {torch} toolkit; `doctor check` lists the ones "
-               f"installed), or install torch built for CUDA {nvcc}: pip install torch --index-url "
-               f"https://download.pytorch.org/whl/cu{nvcc.replace('.', '')}")
+               f"installed), or install torch built for CUDA {nvcc}: {fixes.pip_torch(variant='cu' + nvcc.replace('.', ''))}")
         return Advice(f"nvcc is CUDA {nvcc}, torch was built with CUDA {torch}", detail, fix, subject=f"{nvcc}/{torch}")
     return Advice(match.rule.title, detail, match.rule.fix, subject=nvcc or "")
 
