@@ -26,14 +26,17 @@ def symbol_version_key(name: str) -> tuple[int, ...]:
     return tuple(int(x) for x in _DIGITS.findall(name))
 
 
-def human_bytes(n: int | None) -> str:
-    """1536 → "1.5 KiB"; None → "unknown"."""
+def human_bytes(n: int | None, *, compact: bool = False) -> str:
+    """1536 → "1.5 KiB"; None → "unknown". compact: no trailing ".0" and up to 4 digits
+    (64 MiB, 1.5 KiB, 1023 B), for tables of sizes that are mostly powers of two."""
     if n is None:
         return "unknown"
     size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if size < 1024 or unit == "TiB":
-            return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"
+            if unit == "B":
+                return f"{int(size)} B"
+            return f"{size:.4g} {unit}" if compact else f"{size:.1f} {unit}"
         size /= 1024
     return f"{n} B"  # pragma: no cover - the loop always returns
 

@@ -149,7 +149,8 @@ def world_touches(tree: ast.AST) -> list[str]:
             elif (isinstance(func, ast.Attribute) and func.attr in WORLD_PATH and isinstance(func.value, ast.Call)
                   and isinstance(func.value.func, ast.Name) and func.value.func.id in ("Path", "PosixPath", "WindowsPath")):
                 found.append(f"Path(...).{func.attr}() (line {node.lineno})")
-            elif isinstance(func, ast.Attribute) and func.attr in ("read_text", "write_text", "read_bytes", "write_bytes"):
+            elif isinstance(func, ast.Attribute) and func.attr in ("read_text", "write_text", "read_bytes", "write_bytes",
+                                                                   "open"):
                 found.append(f".{func.attr}() (line {node.lineno})")
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
@@ -326,14 +327,14 @@ def test_planted_world_touches_in_a_pure_part_are_caught(tmp_path):
         "diagnose/__init__.py": "",
         "diagnose/gpu.py": ("import os, subprocess\nfrom pathlib import Path\nfrom doctor.host import Host\n"
                             "x = os.environ['A']\ny = os.getenv('B')\nopen('f')\nsubprocess.run(['x'])\n"
-                            "Path('/etc/os-release').read_text()\n"),
+                            "Path('/etc/os-release').read_text()\nwith some_path.open('a') as f:\n    pass\n"),
         "probe/__init__.py": "",
         "probe/ok.py": "import os\nx = os.environ.get('A')\n",  # probes are not pure: not reported
     })
     found = impure(planted)
     assert "doctor.diagnose.gpu imports doctor.host (line 3)" in found
     kinds = {f.split(": ", 1)[1].split(" (")[0] for f in found if ": " in f}
-    assert {"import subprocess", "os.environ", "os.getenv", "open()", "subprocess.run", "Path(...).read_text()"} <= kinds
+    assert {"import subprocess", "os.environ", "os.getenv", "open()", "subprocess.run", "Path(...).read_text()", ".open()"} <= kinds
     assert not any("probe.ok" in f for f in found)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from doctor import __version__
 from doctor.diagnose.diff import Input, Spread, compare_many
+from doctor.formats import human_bytes
 from doctor.model import Area, Evidence, Finding, Level, Report
 
 SHM_MIN = 512 << 20  # NCCL's shared-memory transport wants far more than Docker's 64 MiB default
@@ -257,10 +258,4 @@ def _get(d: dict, *keys: str) -> Any:
 
 
 def _size(n: Any, none: str = "?") -> str:
-    if not isinstance(n, int):
-        return none
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:g} {unit}" if unit == "B" else f"{n:.4g} {unit}"
-        n /= 1024
-    return str(n)
+    return human_bytes(n, compact=True) if isinstance(n, int) else none

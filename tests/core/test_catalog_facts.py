@@ -83,6 +83,8 @@ def test_formats():
     assert symbol_version_key("GLIBCXX_3.4.30") == (3, 4, 30)
     assert human_bytes(1536) == "1.5 KiB" and human_bytes(10) == "10 B" and human_bytes(None) == "unknown"
     assert human_bytes(5 << 40) == "5.0 TiB"
+    assert human_bytes(64 << 20, compact=True) == "64 MiB" and human_bytes(1536, compact=True) == "1.5 KiB"
+    assert human_bytes(1023, compact=True) == "1023 B"
     assert clip("x" * 10, 5) == "xxxx…" and clip("abc", 5) == "abc"
     assert excerpt("a\n  b\tc", 10) == "a b c"
 
