@@ -33,6 +33,7 @@ from doctor.catalog.releases import (
     glibc_needed,
     newest_series_for_glibc,
     newest_version,
+    series_name,
     torchvision_for,
 )
 from doctor.catalog.toolkit import cuda_library_prefixes
@@ -157,7 +158,8 @@ def _glibc(match: Match, facts: MachineFacts) -> Advice:
         newest = glibc_needs[-1]
         have = facts.glibc
         detail.append(f"It needs {newest}" + (f"; this system has glibc {have}." if have else "."))
-        fix_lines.append(_glibc_fix(newest.split("_", 1)[1], have))
+        install = _install(facts)
+        fix_lines.append(_glibc_fix(newest.split("_", 1)[1], have, install.version if install is not None else None))
     if cxx_needs:
         newest = cxx_needs[-1]
         lib = next((s for s in sources if "stdc++" in s), None)
@@ -170,13 +172,14 @@ def _glibc(match: Match, facts: MachineFacts) -> Advice:
     return Advice(title, detail, "\n".join(fix_lines) or match.rule.fix, subject=_plural(needs))
 
 
-def _glibc_fix(need: str, have: str | None) -> str:
-    """A newer OS, or the newest libtorch the catalog says runs on this glibc."""
-    newest = newest_version()
+def _glibc_fix(need: str, have: str | None, version: str | None = None) -> str:
+    """A newer OS, or the newest libtorch the catalog says runs on this glibc. `version`: the active
+    libtorch's, when the facts give it; the newest release (what fetch-libtorch takes) otherwise."""
+    version = version or newest_version()
     text = f"run on a distribution with glibc ≥ {need}"
-    floor = glibc_needed(newest)
+    floor = glibc_needed(version)
     if floor:
-        text += f" (libtorch {'.'.join(map(str, version_tuple(newest)[:2]))} needs glibc {floor})"
+        text += f" (libtorch {series_name(version)} needs glibc {floor})"
     fits = newest_series_for_glibc(have) if have else None
     if fits:
         text += f", or use libtorch {fits} or older, which runs on this glibc {have}"

@@ -225,3 +225,16 @@ def test_cmake_names_the_prefix(tmp_path):
 def test_every_finding_carries_the_active_libtorch_as_evidence(tmp_path):
     f = one(OLD_ABI_LINK, make_install(tmp_path))
     assert any(e.kind == "derived" and ROOT in e.excerpt for e in f.evidence)
+
+
+def test_glibc_advice_names_the_series_the_catalog_says_runs_here(tmp_path):
+    from doctor.catalog.releases import glibc_needed, newest_series_for_glibc
+
+    text = ("./app: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.28' not found "
+            "(required by /opt/libtorch/lib/libtorch_cpu.so)")
+    f = one(text, make_install(tmp_path, glibc="2.27"))
+    assert f"libtorch 2.13 needs glibc {glibc_needed('2.13.0')}" in f.fix
+    assert f"use libtorch {newest_series_for_glibc('2.27')} or older, which runs on this glibc 2.27" in f.fix
+    # without facts: no claim about this machine's glibc
+    bare = one(text)
+    assert "this glibc" not in bare.fix and "this system has glibc" not in bare.detail
