@@ -279,7 +279,7 @@ def _link(match: Match, facts: MachineFacts) -> Advice:
                           + ".")
         fix = fixes.link_dir(lib_dir, system)
         if absent and any("cuda" in a for a in absent) and install.variant == "cpu":
-            fix += "\nfor " + _plural(absent) + f": fetch a CUDA variant ({_cuda_fetch(install.version)}) or drop them"
+            fix += "\nfor " + _plural(absent) + f": drop them, or fetch a CUDA variant: {_cuda_fetch(install.version)}"
     else:
         detail.append("No libtorch was found on this machine.")
         fix = FETCH
