@@ -201,3 +201,19 @@ def run_check(host: Host, requirements: Sequence = (), strict: bool = False, pol
         report = apply_policy(report, policy)
     return report
 
+
+def load_policy(host: Host, doctor_version: str | None = None):
+    """The policy of the project in `host.cwd` (doctor/policy.py), or None when it has none.
+
+    The files are read here, through the Host; doctor.policy only parses their text."""
+    from pathlib import PurePath
+
+    from doctor.policy import FILES, PolicyFile, policy_from_files
+
+    files = []
+    for name in FILES:
+        path = PurePath(host.cwd) / name
+        text = host.read_text(path)
+        irregular = text is None and host.exists(path) and not host.is_regular(path)
+        files.append(PolicyFile(str(path), name, text, irregular))
+    return policy_from_files(files, doctor_version)

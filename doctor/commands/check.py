@@ -43,7 +43,7 @@ def command(requires: tuple[str, ...], build: str | None, backend: str | None, b
 
         host = interpreter_host(host, python)
     if backend:
-        from doctor.recommend import validate_backend
+        from doctor.catalog.recommend import validate_backend
 
         backend = validate_backend(backend, "--backend")
     policy = _load_policy(host)
@@ -58,6 +58,6 @@ def _load_policy(host):
 
     if importlib.util.find_spec("doctor.policy") is None:
         return None
-    from doctor.policy import load_policy
+    from doctor.check import load_policy
 
     return load_policy(host)

@@ -118,14 +118,16 @@ def _signal_name(signum: int) -> str:
 
 def _report(host, text: str | bytes, source: str, no_facts: bool, strict: bool, failed: str = ""):
     from doctor import __version__
-    from doctor.explain import MachineFacts, explain_text
     from doctor.explain.engine import normalise
+    from doctor.explain_machine import detect, explain_on
     from doctor.model import Area, Report
 
-    facts = None if no_facts else MachineFacts.detect(host)
+    facts = None if no_facts else detect(host)
     data = normalise(text)  # CR-only line ends count as lines here as in the findings
-    findings = explain_text(data, facts, source=source)
-    lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    findings = explain_on(host, data, facts, source=source)
+    lines = data.count(b"
+") + (1 if data and not data.endswith(b"
+") else 0)
     summary = (f"{len(findings)} known setup problem{'s' * (len(findings) != 1)} found" if findings
                else "no known setup problem found")
     if failed:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from doctor.diagnose.common import newest, version_key
+from doctor.diagnose.common import newest
+from doctor.fixes import FETCH
+from doctor.formats import symbol_version_key as version_key
 from doctor.model import Area, Evidence, Finding, Level
 from doctor.probe.libtorch import LibtorchFacts, LibtorchInstall
 from doctor.probe.python_torch import PythonTorch
 from doctor.probe.system import SystemFacts
 from doctor.quoting import sh_paste
 
-FETCH = 'doctor fetch-libtorch && eval "$(doctor emit setenv)"'
 ENV_ORIGINS = {"LIBTORCH": "LIBTORCH", "LIBTORCH_INCLUDE/LIBTORCH_LIB": "LIBTORCH_LIB", "Torch_DIR": "Torch_DIR"}
 
 

@@ -19,7 +19,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from doctor.explain.advice import advise
 from doctor.explain.patterns import ORDER, RULES, TABLE, Rule, Sign
+from doctor.formats import clip
 from doctor.model import Evidence, Finding, Level
 
 # Colour codes (gcc/clang/cargo colour their diagnostics). Every run is bounded by the next
@@ -213,12 +215,19 @@ def explain_text(text: str | bytes, facts=None, source: str = "log") -> list[Fin
     """The findings a log proves, root cause first; [] when it shows no known setup problem.
 
     `text` is the log as read (bytes, any encoding: only hit lines are decoded, as UTF-8 with
-    replacement) or as str. `facts` (doctor.explain.advice.MachineFacts) makes the advice
+    replacement) or as str. `facts` (doctor.explain.facts.MachineFacts) makes the advice
     concrete for this machine.
     """
-    from doctor.explain.advice import advise
+    return findings(find(text), facts, source)
 
-    return [to_finding(m, advise(m, facts), source) for m in group(scan(normalise(text)))]
+
+def find(text: str | bytes) -> list[Match]:
+    """What the log proves, one Match per diagnosis id, root cause first."""
+    return group(scan(normalise(text)))
+
+
+def findings(matches: list[Match], facts=None, source: str = "log") -> list[Finding]:
+    return [to_finding(m, advise(m, facts), source) for m in matches]
 
 
 def to_finding(match: Match, advice, source: str) -> Finding:
@@ -246,5 +255,4 @@ def to_finding(match: Match, advice, source: str) -> Finding:
     )
 
 
-def _clip(line: str, limit: int = 200) -> str:
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+_clip = clip

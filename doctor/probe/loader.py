@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
+from doctor.catalog.platforms import loader_variable, separator
 from doctor.host import Host
-from doctor.emit.variables import loader_variable, separator
 from doctor.model import Evidence
 from doctor.probe.elf import read_elf
 from doctor.probe.ldcache import parse_ld_so_cache

@@ -12,7 +12,8 @@ from ci_support import ERROR, WARNING, doctor_env, run_doctor, sample_report
 from doctor.errors import UsageError
 from doctor.host import Host
 from doctor.model import Level
-from doctor.policy import Policy, apply_policy, load_policy
+from doctor.check import load_policy
+from doctor.policy import Policy, apply_policy
 
 PYPROJECT = """\
 [project]

@@ -51,15 +51,16 @@ def test_library_advice_names_the_library():
 
 
 def test_toolkit_not_found_uses_this_machines_toolkit(tmp_path):
-    from doctor.explain import MachineFacts
+    from doctor.explain_machine import explain_on, machine_facts
     from doctor.host import Host
     from tests.cuda.conftest import toolkit
 
     name = "cuda.toolkit-not-found--storm-14.log"
     text = (LOGS / name).read_text()
     toolkit(tmp_path / "usr/local/cuda", "12.8")
-    facts = MachineFacts.from_host(Host.for_test(tmp_path, {"CUDA_HOME": "/opt/none"}))
-    [f] = explain_text(text, facts, source=name)
+    host = Host.for_test(tmp_path, {"CUDA_HOME": "/opt/none"})
+    [f] = explain_on(host, text, machine_facts(host), source=name)
     assert f.fix.startswith("export CUDA_HOME=/usr/local/cuda ") and "/opt/none, which has no bin/nvcc" in f.detail
-    [f] = explain_text(text, MachineFacts.from_host(Host.for_test(tmp_path / "empty")), source=name)
+    empty = Host.for_test(tmp_path / "empty")
+    [f] = explain_on(empty, text, machine_facts(empty), source=name)
     assert "nvidia-cuda-nvcc-cu12" in f.fix
