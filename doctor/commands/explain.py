@@ -125,9 +125,7 @@ def _report(host, text: str | bytes, source: str, no_facts: bool, strict: bool, 
     facts = None if no_facts else detect(host)
     data = normalise(text)  # CR-only line ends count as lines here as in the findings
     findings = explain_on(host, data, facts, source=source)
-    lines = data.count(b"
-") + (1 if data and not data.endswith(b"
-") else 0)
+    lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
     summary = (f"{len(findings)} known setup problem{'s' * (len(findings) != 1)} found" if findings
                else "no known setup problem found")
     if failed:

@@ -647,7 +647,7 @@ CUDA_STACK_RULES: tuple[Rule, ...] = (
                  "torch/lib/libtorch_cuda.so: undefined symbol: ncclCommRegister",
                  "ImportError: /root/.local/conda/envs/yolov10/lib/python3.9/site-packages/torch/lib/libtorch_cuda.so: "
                  "undefined symbol: ncclCommRegister"),
-            sign(r"(?P<consumer>lib\w+\.so[.\d]*): undefined symbol: (?P<symbol>__nvJitLink\w+?_(?P<major>\d+)_(?P<minor>\d+))",
+            sign(r"(?P<consumer>\blib\w++\.so[.\d]*+): undefined symbol: (?P<symbol>__nvJitLink[A-Za-z]*+_(?P<major>\d+)_(?P<minor>\d+))",
                  "undefined symbol: __nvJitLink",
                  "ImportError: /home/dp/anaconda3/envs/ComfyUI/lib/python3.11/site-packages/torch/lib/../../nvidia/cusparse/"
                  "lib/libcusparse.so.12: undefined symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12"),
