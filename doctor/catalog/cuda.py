@@ -1,6 +1,6 @@
 """CUDA and ROCm data: driver floors per CUDA line, the driver each toolkit ships with, and
 the GPU architectures each PyTorch build carries. Data first, small lookups after; every row
-is tested (tests/gpu/test_catalog_cuda.py), and the floor tests are generated from these rows.
+is tested (tests/catalog/test_catalog_cuda.py), and the floor tests are generated from these rows.
 
 Sources: shared/reference/gpu.md (NVIDIA's minor-version compatibility table, the toolkit
 release notes, PyTorch's .ci/manywheel/build_cuda.sh) and PyTorch's

@@ -3,7 +3,7 @@
 nvcc enforces these limits in `include/crt/host_config.h` ("#error -- unsupported GNU version!
 gcc versions later than N are not supported!"); NVIDIA's Linux installation guide for each
 release lists the same majors in its "Supported Linux distributions" table. Sources per row
-are in docs/cuda.md; tests/cuda/test_toolkit_catalog.py checks every row.
+are in docs/cuda.md; tests/catalog/test_toolkit.py checks every row.
 """
 
 from __future__ import annotations

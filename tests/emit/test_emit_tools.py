@@ -9,8 +9,8 @@ import tomllib
 
 import pytest
 from click.testing import CliRunner
-from support import doctor_subprocess, make_tree
-from emit_helpers import AWKWARD, clean_env, fake_install, need, parse_env_file
+from testsupport.support import doctor_subprocess, make_tree
+from testsupport.emit_helpers import AWKWARD, clean_env, fake_install, need, parse_env_file
 
 from doctor.commands.emit import command
 from doctor.emit import emit_text

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from fetch_helpers import REPO, doctor_env, libtorch_zip, run_doctor
+from testsupport.fetch_helpers import REPO, doctor_env, libtorch_zip, run_doctor
 
 GET_DEPS = REPO / "scripts/get-deps.sh"
 

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import doctor_subprocess, make_tree
+from testsupport.support import doctor_subprocess, make_tree
 
 from doctor.check import build_areas, gather_facts, run_check
 from doctor.host import Host
