@@ -44,6 +44,13 @@ def _mac_area(p: PlatformTreeFacts) -> Area:
             fix=f"install_name_tool -add_rpath @loader_path {sh_quote(m.lib_dir + '/' + r.image)}   (or put the missing "
             "library back; a program of yours: link with -Wl,-rpath," + sh_quote(m.lib_dir) + ")",
             area="platform", evidence=[Evidence("file", f"{m.lib_dir}/{r.image}", f"LC_LOAD_DYLIB {r.name}")], subject=r.name))
+    for leaf, info in m.images.items():
+        rpaths = info.slices[0].rpaths
+        for dup in sorted({r for r in rpaths if rpaths.count(r) > 1}):
+            findings.append(Finding("macos.duplicate-rpath", Level.ERROR, f"{leaf} has LC_RPATH {dup!r} twice",
+                                    detail="dyld on macOS 15.4+ refuses such a library: 'duplicate LC_RPATH'.",
+                                    fix=f"install_name_tool -delete_rpath {sh_quote(dup)} {sh_quote(m.lib_dir + '/' + leaf)}"
+                                    f" && codesign -f -s - {sh_quote(m.lib_dir + '/' + leaf)}", area="platform", subject=leaf))
     archs = {a for v in m.archs.values() for a in v}
     apple = p.apple
     if apple is not None:

@@ -39,7 +39,12 @@ def win_path(host: Host, path: str) -> str:
 
 
 def win_exists(host: Host, path: str) -> bool:
-    return host.exists(win_path(host, path))
+    """Windows file names are case-insensitive (the import says MSVCP140.dll, the file is msvcp140.dll)."""
+    mapped = win_path(host, path)
+    if host.exists(mapped) or os.name == "nt":
+        return host.exists(mapped)
+    folder, _, leaf = mapped.replace("\\", "/").rpartition("/")
+    return any(n.lower() == leaf.lower() for n in host.listdir(folder or "/"))
 
 
 def _join(folder: str, name: str) -> str:
