@@ -80,6 +80,10 @@ def _mac_area(p: PlatformTreeFacts) -> Area:
                                 fix="link with -Wl,-rpath," + sh_quote(m.lib_dir) + " (CMake: CMAKE_INSTALL_RPATH / CMAKE_BUILD_RPATH), "
                                 "or install_name_tool -add_rpath " + sh_quote(m.lib_dir) + " <program>",
                                 area="platform", evidence=[Evidence("env", "DYLD_LIBRARY_PATH", ":".join(m.dyld_library_path))], subject="sip"))
+    t = p.tools
+    if t is not None:
+        details.append(f"this Mac's tools: CPU {t.cpu or '?'}, SDK {t.sdk_version or '?'}, Apple clang {t.clang or '?'}"
+                       f"{' (' + t.clang_target + ')' if t.clang_target else ''}" + "".join(f"; missing {x}" for x in t.missing))
     bad = [f for f in findings if f.level in (Level.ERROR, Level.WARNING)]
     summary = (f"macOS tree ({'+'.join(sorted(archs)) or '?'}, libc++): "
                + (f"{len(bad)} problem(s)" if bad else "every @rpath dependency resolves") + ("" if m.on_this_machine else f"; checked from {p.host_system}"))
@@ -144,6 +148,11 @@ def _win_area(p: PlatformTreeFacts) -> Area:
                                     f"({own[0]}): symbols then mismatch ('The specified procedure could not be found').",
                                     fix=f"remove the folder of {first} from PATH, or put {w.lib_dir} before it",
                                     area="platform", subject="c10.dll"))
+    t = p.tools
+    if t is not None:
+        vs = ", ".join(f"{v['name']} {v['version']}" for v in t.visual_studio) or "none found"
+        details.append(f"this machine's tools: Visual Studio {vs}; cl.exe {t.cl_version or '?'} for {t.cl_target or '?'}"
+                       + "".join(f"; missing {x}" for x in t.missing))
     bad = [f for f in findings if f.level in (Level.ERROR, Level.WARNING)]
     summary = (f"Windows {kind} tree ({'+'.join(sorted(machines)) or '?'}, {', '.join(sorted({c for c in w.crt.values() if c})) or 'no'} C runtime): "
                + (f"{len(bad)} problem(s)" if bad else "every DLL it needs resolves") + ("" if w.on_this_machine else f"; checked from {p.host_system}"))

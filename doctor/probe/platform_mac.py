@@ -14,6 +14,7 @@ started by make): a DYLD_LIBRARY_PATH set in a shell does not reach them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -143,3 +144,41 @@ def detect_mac_tree(host: Host, lib_dir: str, start: str = "libtorch.dylib", pro
             if found and not dep.name.startswith(SYSTEM_PREFIXES):
                 queue.append((found, stack))
     return facts
+
+
+# -- the running Mac's tools (through Host; tests drive them with recorded outputs) --
+
+APPLE_CLANG = re.compile(r"^Apple (?:clang|LLVM) version (\d+(?:\.\d+)*)(?: \((clang-[\d.]+)\))?", re.M)
+TARGET = re.compile(r"^Target: (\S+)", re.M)
+
+
+@dataclass
+class MacTools:
+    cpu: str | None = None  # "Apple M1"
+    sdk_version: str | None = None  # xcrun --show-sdk-version
+    clang: str | None = None  # "15.0.0"
+    clang_build: str | None = None  # "clang-1500.0.40.1"
+    clang_target: str | None = None  # "arm64-apple-darwin23.1.0"
+    missing: list[str] = field(default_factory=list)
+
+
+def parse_apple_clang(text: str) -> tuple[str | None, str | None, str | None]:
+    """(version, build, target) from `clang --version`; None for a non-Apple clang."""
+    m = APPLE_CLANG.search(text[:4096])
+    t = TARGET.search(text[:4096])
+    return (m.group(1), m.group(2), t.group(1) if t else None) if m else (None, None, t.group(1) if t else None)
+
+
+def detect_mac_tools(host: Host, timeout: float = 5.0) -> MacTools:
+    tools = MacTools()
+    cpu = host.run(["sysctl", "-n", "machdep.cpu.brand_string"], timeout)
+    tools.cpu = cpu.stdout.strip()[:100] or None if cpu.ok else None
+    sdk = host.run(["xcrun", "--show-sdk-version"], timeout)
+    if sdk.ok and re.fullmatch(r"\d+(\.\d+)*", sdk.stdout.strip()):
+        tools.sdk_version = sdk.stdout.strip()
+    elif sdk.returncode is None:
+        tools.missing.append("xcrun (install the Command Line Tools: xcode-select --install)")
+    clang = host.run(["clang", "--version"], timeout)
+    if clang.ok:
+        tools.clang, tools.clang_build, tools.clang_target = parse_apple_clang(clang.stdout)
+    return tools

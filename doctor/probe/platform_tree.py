@@ -29,6 +29,7 @@ class PlatformTreeFacts:
     mac: object | None = None  # MacTreeFacts
     win: object | None = None  # WinTreeFacts
     apple: object | None = None  # AppleFacts of this Mac (sw_vers, sysctl), None elsewhere
+    tools: object | None = None  # MacTools / WinTools of the running machine when it is that platform
 
     @property
     def on_this_machine(self) -> bool:
@@ -43,9 +44,15 @@ def detect_platform_tree(host: Host, lib_dir: str | None, apple=None) -> Platfor
     if system == "Darwin":
         from doctor.probe.platform_mac import detect_mac_tree
 
-        return PlatformTreeFacts(system, host.system, mac=detect_mac_tree(host, lib_dir), apple=apple)
+        from doctor.probe.platform_mac import detect_mac_tools
+
+        tools = detect_mac_tools(host) if host.system == "Darwin" else None
+        return PlatformTreeFacts(system, host.system, mac=detect_mac_tree(host, lib_dir), apple=apple, tools=tools)
     if system == "Windows":
         from doctor.probe.platform_win import detect_win_tree
 
-        return PlatformTreeFacts(system, host.system, win=detect_win_tree(host, lib_dir))
+        from doctor.probe.platform_win import detect_win_tools
+
+        tools = detect_win_tools(host) if host.system == "Windows" else None
+        return PlatformTreeFacts(system, host.system, win=detect_win_tree(host, lib_dir), tools=tools)
     return None

@@ -12,6 +12,7 @@ the folders given to os.add_dll_directory (torch/__init__.py adds torch/lib) —
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath, PureWindowsPath
 
@@ -143,3 +144,58 @@ def detect_win_tree(host: Host, lib_dir: str, program_dir: str | None = None, py
             found, via = resolve_dll(host, dep, order, on_windows)
             facts.resolutions.append(DllResolution(name, dep, found, via, delay))
     return facts
+
+
+# -- the running Windows machine's tools (through Host; tests drive them with recorded outputs) --
+
+CL_BANNER = re.compile(r"Microsoft \(R\) C/C\+\+ Optimizing Compiler Version (\d+\.\d+\.\d+(?:\.\d+)?) for (\w+)")
+VSWHERE = r"C:\Program Files (x86)\Microsoft Visual Studio\Installer\vswhere.exe"
+
+
+@dataclass
+class WinTools:
+    visual_studio: list[dict] = field(default_factory=list)  # {"name", "version", "path"} per instance
+    cl_version: str | None = None  # "19.38.33134"
+    cl_target: str | None = None  # "x64"
+    missing: list[str] = field(default_factory=list)
+
+
+def parse_cl_banner(text: str) -> tuple[str | None, str | None]:
+    """cl.exe prints its banner on stderr: (version, target) or (None, None)."""
+    m = CL_BANNER.search(text[:4096])
+    return (m.group(1), m.group(2)) if m else (None, None)
+
+
+def parse_vswhere_json(text: str) -> list[dict]:
+    """The instances `vswhere -products * -format json` lists; malformed output gives []."""
+    import json
+
+    from doctor.bounded import json_depth_exceeds
+
+    if len(text) > 1 << 20 or json_depth_exceeds(text):
+        return []
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return []
+    out = []
+    for item in data if isinstance(data, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("installationPath"), str):
+            out.append({"name": str(item.get("displayName", ""))[:100], "version": str(item.get("installationVersion", ""))[:40],
+                        "path": item["installationPath"][:400]})
+    return out[:16]
+
+
+def detect_win_tools(host: Host, timeout: float = 10.0) -> WinTools:
+    tools = WinTools()
+    where = host.run([VSWHERE if win_exists(host, VSWHERE) else "vswhere", "-products", "*", "-format", "json"], timeout)
+    if where.ok:
+        tools.visual_studio = parse_vswhere_json(where.stdout)
+    else:
+        tools.missing.append("vswhere (comes with Visual Studio 2017+ and its Build Tools)")
+    cl = host.run(["cl.exe"], timeout)
+    if cl.returncode is not None:
+        tools.cl_version, tools.cl_target = parse_cl_banner(cl.stderr + cl.stdout)
+    else:
+        tools.missing.append("cl.exe on PATH (open a 'x64 Native Tools Command Prompt' or run vcvars64.bat)")
+    return tools
