@@ -578,3 +578,7 @@ ADVISORS: dict[str, Callable[[Match, MachineFacts], Advice]] = {
 from doctor.explain.cuda_advice import CUDA_ADVISORS  # noqa: E402
 
 ADVISORS.update(CUDA_ADVISORS)
+
+from doctor.explain.platform_advice import PLATFORM_ADVISORS  # noqa: E402  (issue 14: the log's platform)
+
+ADVISORS.update(PLATFORM_ADVISORS)
