@@ -105,3 +105,25 @@ def test_bad_pe_is_a_problem(tmp_path, content):
     path.write_bytes(content)
     with pytest.raises(PEProblem):
         read_pe(str(path), str(path))
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cut=st.integers(1, 16752), flips=st.lists(st.tuples(st.integers(0, 8191), st.integers(0, 255)), max_size=20))
+def test_damaged_real_files_are_problems_never_crashes(mac_tree, win_tree, tmp_path, cut, flips):
+    """Prefixes of the real libtorch.dylib / torch.dll with bytes changed in their headers."""
+    for source, read, problem in ((mac_tree / "lib/libtorch.dylib", read_macho, MachOProblem),
+                                  (win_tree / "lib/torch.dll", read_pe, PEProblem)):
+        data = bytearray(source.read_bytes()[:cut])
+        for at, value in flips:
+            if at < len(data):
+                data[at] = value
+        path = tmp_path / source.name
+        path.write_bytes(bytes(data))
+        try:
+            read(str(path), str(path))
+        except problem:
+            pass

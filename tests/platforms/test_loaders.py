@@ -249,3 +249,14 @@ def test_check_libtorch_broken_tree_fails(tmp_path):
 def test_check_libtorch_missing_dir_is_usage_error(tmp_path):
     out = doctor_subprocess("check", "--libtorch", str(tmp_path / "nope"))
     assert out.returncode == 2 and out.stderr.startswith("error:") and "hint:" in out.stderr
+
+
+def test_the_linux_loader_area_defers_to_the_platform_area(tmp_path):
+    from doctor.diagnose.loader import loader_area
+    from doctor.probe.loader import detect_loader
+
+    tree_copy("windows-x86_64", tmp_path)
+    for system in ("Linux", "Windows"):
+        facts = detect_loader(_host(tmp_path, system), "/libtorch/lib", {})
+        assert facts.foreign == "Windows" and facts.libraries == []
+        assert loader_area(facts).summary == "a Windows tree: its loader is simulated in the Platform area"
