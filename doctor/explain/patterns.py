@@ -755,6 +755,25 @@ PLATFORM_RULES = (
         ),
         explains=("loader.library-not-found",),
     ),
+    Rule(
+        "macos.min-version",
+        "a library needs a newer macOS than the build targets",
+        "Each Mach-O file records the oldest macOS it runs on; the program is linked for an older one, so on a macOS "
+        "between the two dyld refuses the library ('built for macOS … which is newer than running OS').",
+        "raise the deployment target to the library's minimum: CMake -DCMAKE_OSX_DEPLOYMENT_TARGET=<version> "
+        "(or export MACOSX_DEPLOYMENT_TARGET=<version>), or use a library built for the older macOS",
+        (
+            sign(r"\((?P<file>[^()]+?(?:\([^()]*\))?)\) was built for newer (?:macOS|OSX) version \((?P<needs>[\d.]+)\) "
+                 r"than being linked \((?P<target>[\d.]+)\)", "was built for newer",
+                 "ld: warning: object file (/opt/homebrew/lib/libkineto.a(Config.cpp.o)) was built for newer macOS version "
+                 "(12.0) than being linked (11.0)",
+                 "2024-02-07T12:49:51.8306390Z ld: warning: dylib (/Users/runner/work/_temp/anaconda/envs/wheel_py38/lib/"
+                 "libomp.dylib) was built for newer macOS version (11.1) than being linked (11.0)"),
+            sign(r"built for macOS (?P<needs>[\d.]+) which is newer than running OS", "which is newer than running OS",
+                 basis="dyld's refusal: 'Library not loaded: … (built for macOS 14.0 which is newer than running OS)'"),
+        ),
+        explains=("loader.library-not-found",),
+    ),
 )
 TABLE = TABLE + PLATFORM_RULES
 RULES = {rule.id: rule for rule in TABLE}

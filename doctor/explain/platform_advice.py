@@ -106,7 +106,26 @@ def _vc_runtime(match: Match, facts: MachineFacts) -> Advice:
                   match.rule.fix, subject=base._plural(libs))
 
 
+def _min_version(match: Match, facts: MachineFacts) -> Advice:
+    def key(v: str) -> list[int]:
+        return [int(x) for x in v.split(".") if x.isdigit()][:4]
+
+    needs = max(match.values("needs"), key=key, default=None)
+    targets = match.values("target")
+    files = list(dict.fromkeys(match.values("file")))
+    detail = [match.rule.cause]
+    if files:
+        detail.append(f"{base._plural(files[:3])}{' and others' if len(files) > 3 else ''} need{'s' * (len(files) == 1)} macOS {needs}"
+                      + (f"; the build targets {min(targets, key=key)}." if targets else "."))
+    if not needs:
+        return Advice(match.rule.title, detail, match.rule.fix)
+    fix = (f"CMake: -DCMAKE_OSX_DEPLOYMENT_TARGET={needs}   (other builds: export MACOSX_DEPLOYMENT_TARGET={needs}); "
+           f"the program then runs on macOS {needs} and newer only")
+    return Advice(f"the build targets an older macOS than its libraries need ({needs})", detail, fix, subject=needs)
+
+
 PLATFORM_ADVISORS = {
+    "macos.min-version": _min_version,
     "loader.library-not-found": _loader,
     "windows.crt-mismatch": _crt,
     "windows.vc-runtime-missing": _vc_runtime,
