@@ -11,6 +11,7 @@ only on machines with Visual Studio), api-ms-win-crt-* (the Universal CRT, part 
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 
 MACHINES = {0x8664: "x86_64", 0xAA64: "arm64", 0x14C: "x86", 0x1C4: "arm"}
@@ -93,15 +94,9 @@ def read_pe(display: str, real: str, resources: bool = True) -> PEInfo:
             pe.close()
     except pefile.PEFormatError as exc:
         raise PEProblem(f"damaged PE file ({str(exc)[:200]})") from exc
-    except (struct_error(), IndexError, ValueError, AttributeError) as exc:
+    except (struct.error, IndexError, ValueError, AttributeError) as exc:
         raise PEProblem(f"damaged PE file ({type(exc).__name__}: {str(exc)[:200]})") from exc
     return info
-
-
-def struct_error():
-    import struct
-
-    return struct.error
 
 
 def _text(value) -> str:
