@@ -59,7 +59,21 @@ def gather_facts(host: Host, backend: str | None = None) -> dict:
         if gpu_error:
             facts["gpu_error"] = gpu_error
         facts.update(_cuda_stack_facts(host, ld_cache, libtorch, python))  # issue 13: doctor/cuda_stack_check.py
+        facts["platform_tree"] = _platform_tree_facts(host, active)  # issue 14: macOS / Windows trees
         return facts
+
+
+def _platform_tree_facts(host: Host, active):
+    from doctor.probe.platform_tree import detect_platform_tree
+
+    if active is None or not active.exists:
+        return None
+    apple = None
+    if host.system == "Darwin":
+        from doctor.probe.apple import detect_apple
+
+        apple = detect_apple(host, 5.0)
+    return detect_platform_tree(host, active.lib_dir, apple)
 
 
 def _guarded(future) -> tuple[object, str | None]:
@@ -135,6 +149,11 @@ def build_areas(facts: dict, host: Host) -> list[Area]:
     from doctor.cuda_stack_check import cuda_stack_areas
 
     areas.extend(cuda_stack_areas(facts))
+    from doctor.diagnose.platform_tree import platform_area
+
+    platform = platform_area(facts.get("platform_tree"))
+    if platform is not None:
+        areas.append(platform)
     if facts["gpu"] is not None:
         from doctor.diagnose.gpu import Platform, gpu_area
 

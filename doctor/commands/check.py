@@ -24,8 +24,11 @@ from doctor.commands._output import print_report, report_options
 @click.option("--python", "python", metavar="PATH", default=None,
               help="Inspect this interpreter's environment (a project's venv: its torch, nvidia-* packages and "
               "sys.path) instead of the doctor's own.")
+@click.option("--libtorch", "libtorch", metavar="DIR", default=None,
+              help="Check this libtorch tree (as if LIBTORCH=DIR). A macOS or Windows tree is checked from its "
+              "Mach-O / PE files with that platform's loader simulated; what needs that machine is marked so.")
 @report_options
-def command(requires: tuple[str, ...], build: str | None, backend: str | None, binary: str | None, python: str | None, fmt: str | None, as_json: bool, verbose: int, color: str,
+def command(requires: tuple[str, ...], build: str | None, backend: str | None, binary: str | None, python: str | None, libtorch: str | None, fmt: str | None, as_json: bool, verbose: int, color: str,
             strict: bool) -> int:
     """Detect libtorch installs, the Python torch, the toolchain, the loader's view and GPUs.
 
@@ -42,6 +45,8 @@ def command(requires: tuple[str, ...], build: str | None, backend: str | None, b
         from doctor.probe.pyenv import interpreter_host
 
         host = interpreter_host(host, python)
+    if libtorch is not None:
+        host = _with_libtorch(host, libtorch)
     if backend:
         from doctor.catalog.recommend import validate_backend
 
@@ -51,6 +56,16 @@ def command(requires: tuple[str, ...], build: str | None, backend: str | None, b
     requirements = [parse_requirement(t) for t in texts]
     report = run_check(host, requirements, strict=strict, policy=policy, build=build, backend=backend, binary=binary)
     return print_report(report, fmt, as_json, verbose, color)
+
+
+def _with_libtorch(host, directory: str):
+    import dataclasses
+
+    from doctor.errors import UsageError
+
+    if not host.is_dir(directory):
+        raise UsageError(f"--libtorch {directory!r}: not a directory", "pass the root of a libtorch tree (it holds lib/ and include/)")
+    return dataclasses.replace(host, env={**host.env, "LIBTORCH": str(host.real(directory))})
 
 
 def _load_policy(host):

@@ -10,6 +10,9 @@ from doctor.probe.loader import LoaderFacts
 def loader_area(l: LoaderFacts) -> Area:
     if l.lib_dir is None:
         return Area("loader", "Loader", "no active libtorch to check")
+    if l.foreign:
+        name = {"Darwin": "macOS", "Windows": "Windows"}.get(l.foreign, l.foreign)
+        return Area("loader", "Loader", f"a {name} tree: its loader is simulated in the Platform area")
     details = []
     for view in l.libraries:
         r = view.for_programs

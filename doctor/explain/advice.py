@@ -11,7 +11,7 @@ to a guess.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
@@ -49,13 +49,15 @@ if TYPE_CHECKING:  # the engine calls advise(); advice only reads the Match it i
 FETCH = fixes.FETCH
 SETENV = fixes.SETENV
 
-__all__ = ["ADVISORS", "Advice", "MachineFacts", "advise", "lookups"]
+__all__ = ["ADVISORS", "Advice", "MachineFacts", "advise_with", "lookups"]
 
 
-def advise(match: Match, facts: MachineFacts | None) -> Advice:
+def advise_with(advisors: Mapping[str, Callable[[Match, MachineFacts], Advice]], match: Match,
+                facts: MachineFacts | None) -> Advice:
+    """The advice for one match from `advisors` (doctor.explain.advisors holds the full table)."""
     facts = facts or MachineFacts()
     rule = match.rule
-    make = ADVISORS.get(rule.id)
+    make = advisors.get(rule.id)
     advice = make(match, facts) if make else Advice(rule.title, [rule.cause], rule.fix)
     install = _install(facts)
     if install is not None and rule.id != "cuda.no-device":

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from doctor.explain.advice import advise
+from doctor.explain.advisors import advise
 from doctor.explain.patterns import ORDER, RULES, TABLE, Rule, Sign
 from doctor.formats import clip
 from doctor.model import Evidence, Finding, Level

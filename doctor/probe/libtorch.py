@@ -187,8 +187,8 @@ def _looks_like_libtorch(host: Host, root: str) -> bool:
 # -- one tree --
 
 
-def _lib_name(host: Host, stem: str) -> str:
-    return {"Darwin": f"lib{stem}.dylib", "Windows": f"{stem}.dll"}.get(host.system, f"lib{stem}.so")
+def _lib_name(host: Host, stem: str, system: str | None = None) -> str:
+    return {"Darwin": f"lib{stem}.dylib", "Windows": f"{stem}.dll"}.get(system or host.system, f"lib{stem}.so")
 
 
 def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evidence]) -> LibtorchInstall:
@@ -208,9 +208,12 @@ def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evide
     if not install.exists:
         return install
     stems = ("c10", "torch", "torch_cpu", "torch_cuda", "c10_cuda", "torch_hip", "c10_hip")
-    names = (_lib_name(host, stem) for stem in stems)
+    from doctor.probe.platform_tree import tree_system
+
+    system = tree_system(host, lib_dir)  # a macOS or Windows tree checked from Linux (CI) has its own names
+    names = (_lib_name(host, stem, system) for stem in stems)
     install.libraries = [name for name in names if host.exists(PurePath(lib_dir) / name)]
-    c10 = PurePath(lib_dir) / _lib_name(host, "c10")
+    c10 = PurePath(lib_dir) / _lib_name(host, "c10", system)
     install.complete = host.is_dir(PurePath(include) / "torch") and host.exists(c10)
 
     for label, rel in VERSION_FILES.items():
@@ -292,7 +295,7 @@ def _read_libc10(host: Host, install: LibtorchInstall, c10: PurePath, abi_flag: 
         install.evidence.append(
             Evidence("file", str(root / "share/cmake/Torch/TorchConfig.cmake"), f"-D_GLIBCXX_USE_CXX11_ABI={abi_flag}")
         )
-    if host.system != "Linux" or not host.exists(c10):
+    if host.system != "Linux" or c10.suffix != ".so" or not host.exists(c10):  # ELF only; Mach-O/PE: probe/platform_tree
         return
     try:
         info = read_elf(str(c10), str(host.real(c10)), count_abi_symbols=install.abi is None)

@@ -115,15 +115,21 @@ def test_cabal_library_list_is_split(tmp_path):
     assert "-lc10, -ltorch" in f.title
 
 
-@pytest.mark.parametrize("line,variable", [
-    ("./app: error while loading shared libraries: libc10.so: cannot open shared object file: No such file or directory",
-     "LD_LIBRARY_PATH"),
-    ("dyld[9]: Library not loaded: @rpath/libc10.dylib", "DYLD_LIBRARY_PATH"),
-    ("The code execution cannot proceed because c10.dll was not found.", "PATH"),
-])
-def test_loader_fix_uses_the_logs_platform_variable(tmp_path, line, variable):
+def test_loader_fix_for_a_log_of_this_platform_uses_this_machines_libtorch(tmp_path):
+    line = "./app: error while loading shared libraries: libc10.so: cannot open shared object file: No such file or directory"
     f = one(line, make_install(tmp_path))
-    assert f"{variable}=" in f.fix and f"{ROOT}/lib" in f.fix
+    assert "LD_LIBRARY_PATH=" in f.fix and f"{ROOT}/lib" in f.fix
+
+
+@pytest.mark.parametrize("line,wanted", [
+    ("dyld[9]: Library not loaded: @rpath/libc10.dylib", ("install_name_tool -add_rpath", "DYLD_LIBRARY_PATH", "SIP")),
+    ("The code execution cannot proceed because c10.dll was not found.",
+     ("$env:PATH = '<libtorch>\\lib;' + $env:PATH", 'set "PATH=<libtorch>\\lib;%PATH%"')),
+])
+def test_loader_fix_for_a_log_of_another_platform_speaks_that_platform(tmp_path, line, wanted):
+    """Issue 14: a macOS or Windows log read on Linux gets that platform's fix, never this machine's paths."""
+    f = one(line, make_install(tmp_path))
+    assert all(w in f.fix for w in wanted) and f"{ROOT}/lib" not in f.fix
 
 
 def test_loader_for_the_driver_library_is_about_the_driver(tmp_path):
