@@ -17,6 +17,7 @@ OTHER = {
     "scripts": "scripts/* run for real",
     "ci": "action.yml and the docs/ci.md recipes",
     "hardening": "cross-cutting threat tests",
+    "platforms": "macOS and Windows trees end to end, from the real wheels (issue 14)",
     "__pycache__": "",
 }
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from emit_helpers import AWKWARD, fake_install, sourced_env
+from testsupport.emit_helpers import AWKWARD, fake_install, sourced_env
 
 from doctor.emit.setenv import render
 from doctor.emit.variables import apply, variables

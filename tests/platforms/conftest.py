@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from platform_wheels import platform_tree
+from testsupport.platform_wheels import platform_tree
 
 
 @pytest.fixture(scope="session")

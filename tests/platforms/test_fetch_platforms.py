@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from platform_wheels import wheel_path
-from support import doctor_subprocess
+from testsupport.platform_wheels import wheel_path
+from testsupport.support import doctor_subprocess
 
 
 @pytest.mark.parametrize("args,url", [

@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from platform_wheels import tree_copy
-from support import doctor_subprocess
+from testsupport.platform_wheels import tree_copy
+from testsupport.support import doctor_subprocess
 
 from doctor.diagnose.platform_tree import platform_area
 from doctor.host import Host

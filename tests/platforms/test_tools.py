@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from platform_wheels import tree_copy
+from testsupport.platform_wheels import tree_copy
 
 from doctor.diagnose.platform_tree import platform_area
 from doctor.host import Host
