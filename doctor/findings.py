@@ -60,6 +60,7 @@ FINDINGS: dict[str, str] = {
     "link.library-missing": "the linker was not given libtorch's library directory (`<root>/lib`)",
     "loader.library-not-found": 'the program was built, but at run time the dynamic loader searches only RPATH/RUNPATH, `LD_LIBRARY_PATH` (`DYLD_LIBRARY_PATH` on macOS, `PATH` on …',
     "macos.duplicate-rpath": 'two build layers each add the same `-rpath` — e.g',
+    "macos.min-version": "a library needs a newer macOS than the program targets or the machine runs",
     "memory.oom": "the work does not fit: batch or input too large, other processes on the GPU, or fragmentation of PyTorch's caching allocator",
     "nccl.memlock-low": 'InfiniBand and RoCE transports register (pin) memory; a small locked-memory limit makes NCCL fall back to sockets or fail to register buffers',
     "nccl.shm-small": "NCCL's shared-memory transport (and PyTorch DataLoader workers) need far more than Docker's 64 MB default; with less, NCCL fails with 'unhandled …",
@@ -76,6 +77,9 @@ FINDINGS: dict[str, str] = {
     "smoke.passed": 'this is the verdict of a device that trains',
     "toolchain.compiler-missing": "libtorch programs, Hasktorch's C++ glue and tch-rs's `torch-sys` all compile C++",
     "version.mismatch": 'the binding or extension was built for another libtorch version than the one it found. tch-rs checks the version itself; a compiled extension …',
+    "windows.crt-mismatch": "objects built against different MSVC runtimes (Debug vs Release, static vs DLL) linked together",
+    "windows.dll-shadowed": "another torch's DLL earlier on the search order is loaded instead of this libtorch's",
+    "windows.vc-runtime-missing": "the Visual C++ runtime DLLs libtorch imports are not installed",
 }
 
 
