@@ -23,7 +23,7 @@ ENV_KEYS = (
 )
 
 
-def gather_facts(host: Host, backend: str | None = None) -> dict:
+def gather_facts(host: Host, backend: str | None = None, cargo_lock: str | None = None) -> dict:
     """Every probe, independent ones in parallel. Keys are the JSON `facts` sections."""
     from doctor.probe.libtorch import detect_libtorch, libtorch_home
     from doctor.probe.loader import detect_loader, read_ld_cache
@@ -58,6 +58,7 @@ def gather_facts(host: Host, backend: str | None = None) -> dict:
         }
         if gpu_error:
             facts["gpu_error"] = gpu_error
+        facts.update(_client_facts(host, python, libtorch, cargo_lock))  # issue 18: tch-rs, Hasktorch
         facts.update(_cuda_stack_facts(host, ld_cache, libtorch, python))  # issue 13: doctor/cuda_stack_check.py
         return facts
 
@@ -135,6 +136,12 @@ def build_areas(facts: dict, host: Host) -> list[Area]:
     from doctor.cuda_stack_check import cuda_stack_areas
 
     areas.extend(cuda_stack_areas(facts))
+    from doctor.diagnose.clients import clients_area
+
+    clients = clients_area(facts.get("tch"), _tch_tree(facts), facts.get("hasktorch"),
+                           facts.get("stale_builds", []), facts.get("tch_relevant", False))
+    if clients is not None:
+        areas.append(clients)
     if facts["gpu"] is not None:
         from doctor.diagnose.gpu import Platform, gpu_area
 
@@ -172,6 +179,31 @@ def _flag_truncated_output(host: Host, areas: list[Area]) -> list[Area]:
     return [dataclasses.replace(areas[0], findings=[*areas[0].findings, *findings]), *areas[1:]]
 
 
+def _client_facts(host: Host, python, libtorch, cargo_lock: str | None = None) -> dict:
+    """How tch-rs and Hasktorch would resolve libtorch here, and stale build folders."""
+    from doctor.probe.client_builds import stale_builds
+    from doctor.probe.hasktorch_cache import hasktorch_request
+    from doctor.probe.tchrs import relevant, resolve_tch
+
+    tch = resolve_tch(host, python, cargo_lock)
+    active = libtorch.active_install
+    return {
+        "tch": tch,
+        "tch_relevant": relevant(host, tch),
+        "hasktorch": hasktorch_request(host),
+        "stale_builds": stale_builds(host, active.lib_dir if active and active.exists else None,
+                                     bool(active and any("cuda" in n for n in active.libraries))),
+    }
+
+
+def _tch_tree(facts: dict):
+    """The libtorch candidate whose lib dir tch-rs would link, for its ABI and version."""
+    tch = facts.get("tch")
+    if tch is None or not tch.lib_dir:
+        return None
+    return next((c for c in facts["libtorch"].candidates if c.lib_dir == tch.lib_dir), None)
+
+
 def _cuda_stack_facts(host: Host, ld_cache: dict[str, list[str]], libtorch, python) -> dict:
     from doctor.cuda_stack_check import gather_cuda_stack
 
@@ -179,8 +211,9 @@ def _cuda_stack_facts(host: Host, ld_cache: dict[str, list[str]], libtorch, pyth
 
 
 def run_check(host: Host, requirements: Sequence = (), strict: bool = False, policy=None,
-              build: str | None = None, backend: str | None = None, binary: str | None = None) -> Report:
-    facts = gather_facts(host, backend)
+              build: str | None = None, backend: str | None = None, binary: str | None = None,
+              cargo_lock: str | None = None) -> Report:
+    facts = gather_facts(host, backend, cargo_lock)
     areas = build_areas(facts, host)
     if binary:
         from doctor.cuda_stack_check import binary_check
