@@ -181,18 +181,19 @@ def _flag_truncated_output(host: Host, areas: list[Area]) -> list[Area]:
 
 def _client_facts(host: Host, python, libtorch, cargo_lock: str | None = None) -> dict:
     """How tch-rs and Hasktorch would resolve libtorch here, and stale build folders."""
-    from doctor.probe.client_builds import stale_builds
+    from doctor.probe.client_builds import stale_builds, stale_cabal_builds
     from doctor.probe.hasktorch_cache import hasktorch_request
     from doctor.probe.tchrs import relevant, resolve_tch
 
     tch = resolve_tch(host, python, cargo_lock)
     active = libtorch.active_install
+    lib_dir = active.lib_dir if active and active.exists else None
+    cuda = bool(active and any("cuda" in n for n in active.libraries))
     return {
         "tch": tch,
         "tch_relevant": relevant(host, tch),
         "hasktorch": hasktorch_request(host),
-        "stale_builds": stale_builds(host, active.lib_dir if active and active.exists else None,
-                                     bool(active and any("cuda" in n for n in active.libraries))),
+        "stale_builds": [*stale_builds(host, lib_dir, cuda), *stale_cabal_builds(host, lib_dir, cuda)],
     }
 
 

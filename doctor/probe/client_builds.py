@@ -1,6 +1,7 @@
 """Build folders in the current directory that were built against some libtorch: Cargo's
 `target/` (build-script output files record the lib dir they linked and whether torch_cuda
-was linked). A stale one is a fact; diagnose decides it is a problem.
+was linked) and cabal's `dist-newstyle/` (each component's `setup-config` records its
+configured extra-lib-dirs). A stale one is a fact; diagnose decides it is a problem.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from doctor.host import Host
 SEARCH = re.compile(r"^cargo::?rustc-link-search=(?:native=)?(.+)$", re.M)
 CUDA = re.compile(r"^cargo::?rustc-link-lib=(?:[a-z:+,-]*=)?torch_cuda$", re.M)
 MAX_OUTPUTS = 200
+# In Cabal's binary setup-config a FilePath is a length-prefixed run of characters, followed by
+# the next field's (zero-led) length: an absolute path ending in /lib, then a byte below 0x20.
+CABAL_LIB_DIR = re.compile(rb"(/[\x20-\x7e]{1,4000}?/lib)(?=[\x00-\x1f])")
 
 
 @dataclass
@@ -66,6 +70,44 @@ def stale_builds(host: Host, lib_dir: str | None, lib_has_cuda: bool) -> list[St
                               f"{torch_dirs[0]} ({'CUDA' if cuda else 'CPU'})", now, "cargo clean"))
         break  # one finding per build folder
     return out
+
+
+def _setup_configs(host: Host, build: PurePath) -> list[PurePath]:
+    """dist-newstyle/build/<arch>/<ghc>/<pkg>/[{x,t,b,l}/<component>/]setup-config, bounded."""
+    out: list[PurePath] = []
+    for arch in host.listdir(build):
+        for ghc in host.listdir(build / arch):
+            for pkg in host.listdir(build / arch / ghc):
+                base = build / arch / ghc / pkg
+                out.append(base / "setup-config")
+                for kind in ("x", "t", "b", "l"):
+                    out += [base / kind / comp / "setup-config" for comp in host.listdir(base / kind)]
+                if len(out) >= MAX_OUTPUTS:
+                    return out[:MAX_OUTPUTS]
+    return out
+
+
+def stale_cabal_builds(host: Host, lib_dir: str | None, lib_has_cuda: bool) -> list[StaleBuild]:
+    """Components under ./dist-newstyle configured with a libtorch lib dir other than `lib_dir`."""
+    if not lib_dir:
+        return []
+    dist = host.cwd / "dist-newstyle"
+    now_real = _canon(host, lib_dir)
+    now = f"{lib_dir} ({'CUDA' if lib_has_cuda else 'CPU'})"
+    for config in _setup_configs(host, PurePath(dist) / "build"):
+        data = host.read_bytes(config, limit=16 << 20)
+        if not data:
+            continue
+        for raw in dict.fromkeys(CABAL_LIB_DIR.findall(data)):
+            d = raw.decode("ascii")
+            if not any(host.exists(PurePath(d) / f) for f in ("libc10.so", "libc10.dylib")):
+                continue  # not a libtorch lib dir (or gone: nothing to compare)
+            if _canon(host, d) == now_real:
+                continue
+            cuda = host.exists(PurePath(d) / "libtorch_cuda.so")
+            return [StaleBuild("cabal", str(dist), str(config), f"{d} ({'CUDA' if cuda else 'CPU'})", now,
+                               "rm -rf dist-newstyle  (or: cabal clean)")]
+    return []
 
 
 def _canon(host: Host, path: str) -> str:

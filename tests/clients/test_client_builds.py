@@ -89,6 +89,18 @@ def test_cargo_crate_builds_and_runs_with_only_emit_cargo(builds, wheel_root, tm
     assert bad.returncode != 0
     assert "undefined symbol: c10::Device::str() const" in bad.stderr  # rust-lld: the old-ABI name
     assert "abi.mismatch" in explain_ids(bad.stderr, tmp_path)
+    # the target/ folder, built against the wheel, is stale once LIBTORCH names another tree
+    assert stale_ids(app, tmp_path, wheel_root) == ["build.stale-variant"]
+
+
+def stale_ids(app: Path, tmp_path: Path, wheel_root: Path) -> list[str]:
+    """`doctor check` in the built project with LIBTORCH naming another tree (a copy of libc10)."""
+    other = tmp_path / "other-libtorch"
+    (other / "lib").mkdir(parents=True, exist_ok=True)
+    (other / "include/torch").mkdir(parents=True, exist_ok=True)
+    shutil.copy(wheel_root / "lib/libc10.so", other / "lib/libc10.so")
+    got = doctor_subprocess("check", "--json", cwd=app, env={"LIBTORCH": str(other)})
+    return [f["id"] for f in json.loads(got.stdout)["findings"] if f["id"] == "build.stale-variant"]
 
 
 def cabal_env(tmp_path: Path) -> dict[str, str]:
@@ -111,6 +123,7 @@ def test_cabal_package_builds_and_runs_with_only_emit_cabal(builds, wheel_root, 
                          timeout=120).stdout.strip().splitlines()[-1]
     run = subprocess.run([exe], env=clean_env(tmp_path), capture_output=True, text=True, timeout=60)
     assert run.returncode == 0 and run.stdout.strip() == "c10 device: cpu", run.stderr
+    assert stale_ids(app, tmp_path, wheel_root) == ["build.stale-variant"]  # dist-newstyle's setup-config
 
     # Without the rpath line the executable cannot start; explain names the loader.
     local = app / "cabal.project.local"

@@ -82,3 +82,19 @@ def test_stale_cargo_target_built_against_cuda(tmp_path, abi_libs):
     assert st and st[0].fix == "cargo clean" and "/opt/cuda/lib (CUDA)" in st[0].title
     _, found = clients(Host.for_test(tmp_path, {"LIBTORCH": "/opt/cuda"}))
     assert [f for f in found if f.id == "build.stale-variant"] == []
+
+
+def test_stale_dist_newstyle_configured_against_another_tree(tmp_path, abi_libs):
+    make_tree(tmp_path / "opt/cpu", "2.9.1", "cpu", libc10=abi_libs["cxx11"])
+    make_tree(tmp_path / "opt/cuda", "2.9.1", "cu128", libc10=abi_libs["cxx11"], cuda=True)
+    config = tmp_path / "work/dist-newstyle/build/x86_64-linux/ghc-9.0.2/app-0.1/x/app/setup-config"
+    config.parent.mkdir(parents=True)
+    # Cabal's Binary encoding: an 8-byte length, the characters, the next field's length.
+    path = b"/opt/cuda/lib"
+    config.write_bytes(b"Saved package config for app-0.1\n\x00\x00\x00\x00\x00\x00\x00\x0d" + path
+                       + b"\x00\x00\x00\x00\x00\x00\x00\x01")
+    _, found = clients(Host.for_test(tmp_path, {"LIBTORCH": "/opt/cpu"}))
+    st = [f for f in found if f.id == "build.stale-variant"]
+    assert st and "/opt/cuda/lib (CUDA)" in st[0].title and st[0].fix.startswith("rm -rf dist-newstyle")
+    _, found = clients(Host.for_test(tmp_path, {"LIBTORCH": "/opt/cuda"}))
+    assert [f for f in found if f.id == "build.stale-variant"] == []
