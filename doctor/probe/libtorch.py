@@ -324,6 +324,11 @@ def _choose(host: Host, candidates: list[LibtorchInstall]) -> tuple[int | None, 
     if not candidates:
         return None, "no libtorch found in any of the places a build looks"
     reasons = dict(PRECEDENCE)
+    if "LIBTORCH_USE_PYTORCH" in host.env:
+        # tch-rs asks Python first and then ignores LIBTORCH (torch-sys/build.rs, probe/tchrs.py).
+        for i, c in enumerate(candidates):
+            if "python" in c.origins:
+                return i, "LIBTORCH_USE_PYTORCH is set: tch-rs takes the Python torch's libtorch, over LIBTORCH"
     first = candidates[0]
     origin = min(first.origins, key=ORIGIN_RANK.__getitem__)
     if origin == "LIBTORCH_HOME":

@@ -156,3 +156,16 @@ def test_static_and_cuda_link(tmp_path, abi_libs):
     for value, static in (("0", False), ("false", False), ("FALSE", False), ("1", True), ("yes", True)):
         t = resolve_tch(Host.for_test(tmp_path, {"LIBTORCH": "/opt/lt", "LIBTORCH_STATIC": value}), None)
         assert t.static is static and t.links_cuda
+
+
+def test_use_pytorch_chooses_the_python_tree_over_libtorch(tmp_path, abi_libs):
+    make_tree(tmp_path / "opt/lt", "2.11.0", "cpu", libc10=abi_libs["cxx11"])
+    make_tree(tmp_path / "site/torch", "2.13.0", "cpu", libc10=abi_libs["cxx11"])
+    (tmp_path / "site/torch/version.py").write_text("__version__ = '2.13.0+cpu'\ncuda = None\nhip = None\n")
+    host = Host.for_test(tmp_path, {"LIBTORCH": "/opt/lt", "LIBTORCH_USE_PYTORCH": "1"}, sys_path=["/site"])
+    facts = gather_facts(host)
+    assert facts["libtorch"].active_install.root == "/site/torch"
+    assert "LIBTORCH_USE_PYTORCH" in facts["libtorch"].active_reason
+    assert facts["tch"].mode == "pytorch" and facts["tch"].lib_dir == "/site/torch/lib"
+    host = Host.for_test(tmp_path, {"LIBTORCH": "/opt/lt"}, sys_path=["/site"])
+    assert gather_facts(host)["libtorch"].active_install.root == "/opt/lt"
