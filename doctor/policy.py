@@ -31,14 +31,22 @@ _ID = re.compile(r"^[a-z0-9][a-z0-9-]*(\.[a-z0-9][a-z0-9-]*)+$")
 # the two equal). A typo in error-on or ignore would silently do nothing: it is refused.
 FINDING_IDS = frozenset({
     "abi.mismatch", "apple.rosetta", "arch.mismatch", "bench.compile-failed", "bench.gemm-slow",
-    "build.failed", "cmake.torch-not-found", "cuda.arch-unsupported", "cuda.driver-too-old",
-    "cuda.no-device", "cuda.not-compiled", "cuda.ptx-jit", "cxx.std-too-old", "diff.changed",
-    "disk.low", "glibc.too-old", "gpu.cpu-build", "headers.missing", "libtorch.conflict",
-    "libtorch.not-found", "libtorch.path-invalid", "libtorch.version-disagree", "link.as-needed",
-    "link.library-missing", "loader.library-not-found", "macos.duplicate-rpath", "memory.oom",
-    "probe.failed", "requirement.unmet", "rocm.arch-unsupported", "rocm.no-device",
-    "smoke.device-unavailable", "smoke.failed", "smoke.passed", "toolchain.compiler-missing",
-    "version.mismatch",
+    "bench.threads-limited", "binary.symbol-unresolved", "binary.unreadable", "build.failed",
+    "build.ninja-missing", "cmake.nvtoolsext-missing", "cmake.torch-library-missing",
+    "cmake.torch-not-found", "cuda.arch-list-invalid", "cuda.arch-list-misses-gpu",
+    "cuda.arch-unsupported", "cuda.driver-too-old", "cuda.host-compiler-unsupported",
+    "cuda.library-mixed-majors", "cuda.library-shadowed", "cuda.library-too-old", "cuda.no-device",
+    "cuda.not-compiled", "cuda.ptx-jit", "cuda.toolkit-mismatch", "cuda.toolkit-not-found",
+    "cxx.std-too-old", "diff.changed", "disk.low", "dist.address-in-use", "dist.master-addr",
+    "dist.port-unreachable", "dist.socket-ifname", "dist.store-timeout", "fleet.collective-failed",
+    "fleet.collective-skipped", "fleet.differs", "fleet.rank-missing", "fleet.train-failed",
+    "glibc.too-old", "gloo.connection-refused", "gpu.cpu-build", "headers.missing",
+    "libtorch.conflict", "libtorch.not-found", "libtorch.path-invalid", "libtorch.version-disagree",
+    "link.as-needed", "link.library-missing", "loader.library-not-found", "macos.duplicate-rpath",
+    "memory.oom", "nccl.memlock-low", "nccl.shm-small", "nccl.system-error",
+    "nccl.watchdog-timeout", "openmp.duplicate-runtime", "probe.failed", "python.path-differs",
+    "requirement.unmet", "rocm.arch-unsupported", "rocm.no-device", "smoke.device-unavailable",
+    "smoke.failed", "smoke.passed", "toolchain.compiler-missing", "version.mismatch",
 })
 
 

@@ -45,7 +45,7 @@ def sign(pattern: str, needles: str | tuple[str, ...], *examples: str, basis: st
 # -- shared pieces --
 
 # A header that ships in libtorch's include dirs (TH/THC are not: they were removed in 1.11).
-HEADER = r"(?P<header>(?:torch|ATen|c10|caffe2)[\\/][\w./\\+-]*?\.(?:h|hpp|cuh))"
+HEADER = r"(?<![\w./\\+-])(?P<header>(?:torch|ATen|c10|caffe2)[\\/][\w./\\+-]*?\.(?:h|hpp|cuh))"
 # gcc prints strerror() in the user's locale.
 NO_SUCH_FILE = (
     "No such file or directory",
@@ -65,11 +65,11 @@ _MANGLED_NS = r"(?:3c10|2at|5torch|6caffe2|4c10d)"
 _MANGLED_STRING = r"(?:St7__cxx11|B5cxx11|Ss)"
 # Libraries a libtorch program loads: libtorch's own, its OpenMP, CUDA runtime and driver.
 LOADED_LIB = (
-    r"(?P<lib>lib(?:torch\w*|c10\w*|caffe2\w*|shm|gomp|iomp5|mklml|cuda|cudart|cublas\w*|cudnn\w*|cufft\w*"
-    r"|curand|cusolver\w*|cusparse\w*|nvrtc\w*|nvJitLink|nvToolsExt|nccl|nvidia-ml|cupti|cufile\w*)"
+    r"(?P<lib>lib(?:torch\w*+|c10\w*+|caffe2\w*+|shm|gomp|iomp5|mklml|cuda|cudart|cublas\w*+|cudnn\w*+|cufft\w*+"
+    r"|curand|cusolver\w*+|cusparse\w*+|nvrtc\w*+|nvJitLink|nvToolsExt|nccl|nvidia-ml|cupti|cufile\w*+)"
     r"[\w.+-]*?\.(?:so(?:\.[\d.]+)?|dylib))"
 )
-WINDOWS_DLL = r"(?P<lib>(?:c10|torch|caffe2|shm|fbgemm|asmjit|uv|libiomp5md|cudart64|cublas64|cudnn64|nvrtc64)\w*\.dll)"
+WINDOWS_DLL = r"(?<!\w)(?P<lib>(?:c10|torch|caffe2|shm|fbgemm|asmjit|uv|libiomp5md|cudart64|cublas64|cudnn64|nvrtc64)\w*+\.dll)"
 # Lines about a torch file (keeps generic arch messages from other projects out).
 _TORCHY = r"^(?=.*(?:torch|c10|caffe2))"
 
@@ -96,15 +96,15 @@ TABLE: tuple[Rule, ...] = (
                  "ld: warning: ignoring file libtorch/lib/libc10.so, file was built for unsupported file format "
                  "( 0x7F 0x45 0x4C 0x46 0x02 0x01 0x01 0x03 0x00 0x00 0x00 0x00 0x00 0x00 0x00 0x00 ) which is not "
                  "the architecture being linked (x86_64): libtorch/lib/libc10.so"),
-            sign(r"skipping incompatible (?P<file>\S*(?:torch|c10|caffe2)\S*) when searching for -l(?P<lib>\S+)",
+            sign(r"skipping incompatible (?=\S*?(?:torch|c10|caffe2))(?P<file>\S++) when searching for -l(?P<lib>\S++)",
                  "skipping incompatible",
                  "/usr/bin/ld: skipping incompatible /home/foobar/target/release/build/torch-sys-3b7ac5563a63a881/out/"
                  "libtorch/libtorch/lib/libtorch_cuda.so when searching for -ltorch_cuda"),
-            sign(r"(?P<file>\S*(?:torch|c10|caffe2)\S*): error adding symbols: [Ff]ile in wrong format",
+            sign(r"(?<!\S)(?=\S*?(?:torch|c10|caffe2))(?P<file>\S+?): error adding symbols: [Ff]ile in wrong format",
                  "in wrong format",
                  "/usr/bin/ld: /home/firefly/new/libtorch/lib/libtorch.so: error adding symbols: file in wrong format",
                  "libtorch/lib/libc10.so: error adding symbols: File in wrong format"),
-            sign(r"(?P<file>\S*(?:torch|c10|caffe2|libcuda|libnvidia)\S*): wrong ELF class: (?P<elfclass>ELFCLASS\d+)",
+            sign(r"(?<!\S)(?=\S*?(?:torch|c10|caffe2|libcuda|libnvidia))(?P<file>\S+?): wrong ELF class: (?P<elfclass>ELFCLASS\d+)",
                  "wrong ELF class", basis="glibc ld.so (dl-load.c): '<lib>: wrong ELF class: ELFCLASS32'"),
             sign(_TORCHY + r".*?incompatible architecture \(have \(?'?(?P<found>\w+)'?\)?, need \(?'?(?P<required>\w+)'?\)?\)",
                  "incompatible architecture",
@@ -129,7 +129,7 @@ TABLE: tuple[Rule, ...] = (
         "environment) has: from 2.7 libtorch is built on manylinux_2_28 (glibc 2.28).",
         "a newer OS or libstdc++ (a newer gcc, or conda's libstdcxx-ng), or an older libtorch",
         (
-            sign(r"(?:(?P<from>\S*?lib(?:c|m|stdc\+\+|pthread|dl|rt|gcc_s)\.so\.\d+): )?version [`'‘](?P<need>(?:GLIBC|GLIBCXX|CXXABI)_[\d.]+)['’] not found"
+            sign(r"(?:(?<!\S)(?P<from>\S*?lib(?:c|m|stdc\+\+|pthread|dl|rt|gcc_s)\.so\.\d++): )?version [`'‘](?P<need>(?:GLIBC|GLIBCXX|CXXABI)_[\d.]+)['’] not found"
                  r"(?: \(required by (?P<by>[^)]+)\))?",
                  ("' not found", "’ not found"),
                  "/lib64/libm.so.6: version `GLIBC_2.23' not found (required by /home/centos/libtorch_cpu.so)",
@@ -258,8 +258,8 @@ TABLE: tuple[Rule, ...] = (
                  "ImportError: /opt/pyenv/lib/python3.12/site-packages/nvfuser/_C.cpython-312-x86_64-linux-gnu.so: "
                  "undefined symbol: _ZN4c10d8TCPStoreC1ESsRKNS_15TCPStoreOptionsE"),
             # The flag on the command line: context for the finding, never a finding by itself.
-            # Greedy .* takes the last -D on the line: the one the compiler obeys.
-            sign(r".*-D_GLIBCXX_USE_CXX11_ABI=(?P<flag>[01])\b", "_GLIBCXX_USE_CXX11_ABI=",
+            # Greedy .* takes the last -D on the line: the one the compiler obeys (^: one start per line, not one per byte).
+            sign(r"^.*-D_GLIBCXX_USE_CXX11_ABI=(?P<flag>[01])\b", "_GLIBCXX_USE_CXX11_ABI=",
                  "-D_GLIBCXX_USE_CXX11_ABI=1", trigger=False),
         ),
     ),
@@ -300,7 +300,7 @@ TABLE: tuple[Rule, ...] = (
                  "8.6.5/bin/regression: error while loading shared libraries: libc10.so: cannot open shared object file: "
                  "No such file or directory",
                  "OSError: libtorch_cpu.so: cannot open shared object file: No such file or directory"),
-            sign(r"Library not loaded: (?:@rpath/|@loader_path/|@executable_path/|\S*/)?" + LOADED_LIB, "Library not loaded",
+            sign(r"Library not loaded: (?:@rpath/|@loader_path/|@executable_path/|(?>\S*/))?" + LOADED_LIB, "Library not loaded",
                  "dyld: Library not loaded: @rpath/libmklml.dylib",
                  "dlopen(/Users/user/opt/anaconda3/lib/python3.8/site-packages/torch/_C.cpython-38-darwin.so, 0x0002): "
                  "Library not loaded: @rpath/libtorch_cpu.dylib"),
@@ -433,7 +433,7 @@ TABLE: tuple[Rule, ...] = (
                  "reserved but unallocated memory is large try setting max_split_size_mb to avoid fragmentation.  See "
                  "documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF",
                  trigger=False),
-            sign(r"(?P<total>[\d.]+ [KMGT]iB) total capacity; .*?(?P<free>[\d.]+ [KMGT]?i?B) free", "total capacity",
+            sign(r"(?<![\d.])(?P<total>[\d.]++ [KMGT]iB) total capacity; .*?(?<![\d.])(?P<free>[\d.]++ [KMGT]?i?B) free", "total capacity",
                  "RuntimeError:CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 5.80 GiB total capacity; 4.36 GiB "
                  "already allocated; 6.69 MiB free; 4.63 GiB reserved in total by PyTorch)",
                  trigger=False),
