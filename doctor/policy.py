@@ -32,7 +32,7 @@ _ID = re.compile(r"^[a-z0-9][a-z0-9-]*(\.[a-z0-9][a-z0-9-]*)+$")
 FINDING_IDS = frozenset({
     "abi.mismatch", "apple.rosetta", "arch.mismatch", "bench.compile-failed", "bench.gemm-slow",
     "bench.threads-limited", "binary.symbol-unresolved", "binary.unreadable", "build.failed",
-    "build.ninja-missing", "cmake.nvtoolsext-missing", "cmake.torch-library-missing",
+    "build.ninja-missing", "build.stale-variant", "hasktorch.not-cached", "cmake.nvtoolsext-missing", "cmake.torch-library-missing",
     "cmake.torch-not-found", "cuda.arch-list-invalid", "cuda.arch-list-misses-gpu",
     "cuda.arch-unsupported", "cuda.driver-too-old", "cuda.host-compiler-unsupported",
     "cuda.library-mixed-majors", "cuda.library-shadowed", "cuda.library-too-old", "cuda.no-device",
