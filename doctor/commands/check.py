@@ -27,8 +27,12 @@ from doctor.commands._output import print_report, report_options
 @click.option("--libtorch", "libtorch", metavar="DIR", default=None,
               help="Check this libtorch tree (as if LIBTORCH=DIR). A macOS or Windows tree is checked from its "
               "Mach-O / PE files with that platform's loader simulated; what needs that machine is marked so.")
+@click.option("--cargo-lock", "cargo_lock", type=click.Path(dir_okay=False), default=None,
+              help="The Cargo.lock whose tch / torch-sys version to check against the libtorch tch-rs would "
+              "link (default: ./Cargo.lock when present).")
 @report_options
-def command(requires: tuple[str, ...], build: str | None, backend: str | None, binary: str | None, python: str | None, libtorch: str | None, fmt: str | None, as_json: bool, verbose: int, color: str,
+def command(requires: tuple[str, ...], build: str | None, backend: str | None, binary: str | None, python: str | None,
+            libtorch: str | None, cargo_lock: str | None, fmt: str | None, as_json: bool, verbose: int, color: str,
             strict: bool) -> int:
     """Detect libtorch installs, the Python torch, the toolchain, the loader's view and GPUs.
 
@@ -54,7 +58,8 @@ def command(requires: tuple[str, ...], build: str | None, backend: str | None, b
     policy = _load_policy(host)
     texts = [*getattr(policy, "requirements", ()), *requires]
     requirements = [parse_requirement(t) for t in texts]
-    report = run_check(host, requirements, strict=strict, policy=policy, build=build, backend=backend, binary=binary)
+    report = run_check(host, requirements, strict=strict, policy=policy, build=build, backend=backend, binary=binary,
+                       cargo_lock=cargo_lock)
     return print_report(report, fmt, as_json, verbose, color)
 
 

@@ -56,6 +56,8 @@ def _tree_findings(c: LibtorchInstall, system: SystemFacts, active: bool = True)
     out = []
     variable = next((ENV_ORIGINS[o] for o in c.origins if o in ENV_ORIGINS), None)
     if not c.exists or not c.complete:
+        if "LIBTORCH_INCLUDE/LIBTORCH_LIB" in c.origins and len(c.origins) == 1:
+            return out  # diagnose/clients.py names the variable that is wrong (issue 18)
         what = "does not exist" if not c.exists else "is not a complete libtorch (no include/torch or lib/libc10)"
         named_by = f"{variable}={c.root}" if variable else c.root
         out.append(

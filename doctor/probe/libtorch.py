@@ -14,6 +14,7 @@ from pathlib import Path, PurePath
 
 from doctor.host import Host
 from doctor.model import Evidence
+from doctor.probe import hasktorch_cache
 from doctor.probe.elf import ElfProblem, abi_from_counts, read_elf
 from doctor.probe.python_torch import PythonTorch
 from doctor.probe.versions import (
@@ -34,8 +35,9 @@ VERSION_FILES = {
     "version.py": "version.py",
 }
 INSTALL_RECORD = "torch-doctor.json"
-# Hasktorch's cache layout: $LIBTORCH_HOME/<version>/<platform>/<flavour>/.ok
-HASKTORCH_PLATFORMS = ("linux-x86_64", "linux-aarch64", "macos-arm64", "macos-x86_64")
+# Hasktorch's cache layout lives in probe/hasktorch_cache.py; these names stay for old importers.
+HASKTORCH_PLATFORMS = hasktorch_cache.PLATFORMS
+libtorch_home = hasktorch_cache.libtorch_home
 
 # The order a build looks in, with the reason shown to the user.
 PRECEDENCE = [
@@ -128,37 +130,9 @@ def _from_env(host: Host) -> list[tuple[str, str, Evidence]]:
     return out
 
 
-def libtorch_home(host: Host) -> Path:
-    """Hasktorch's cache root: $LIBTORCH_HOME, else the XDG cache dir + /libtorch.
-
-    Hasktorch's Setup.hs uses Haskell's `getXdgDirectory XdgCache "libtorch"`, which is
-    `$XDG_CACHE_HOME/libtorch` or `~/.cache/libtorch` on Linux AND macOS; platformdirs would
-    say ~/Library/Caches on macOS, where Hasktorch would not look. Windows (no Hasktorch
-    support) gets platformdirs' user cache dir.
-    """
-    if host.env.get("LIBTORCH_HOME"):
-        return Path(host.env["LIBTORCH_HOME"])
-    if host.system == "Windows":
-        import platformdirs
-
-        return Path(platformdirs.user_cache_dir("libtorch", appauthor=False))
-    xdg = host.env.get("XDG_CACHE_HOME", "")
-    base = Path(xdg) if xdg and Path(xdg).is_absolute() else host.home / ".cache"
-    return base / "libtorch"
-
-
 def _from_hasktorch_cache(host: Host) -> list[tuple[str, str, Evidence]]:
-    home = libtorch_home(host)
-    out = []
-    for version in host.listdir(home):
-        for platform in host.listdir(PurePath(home) / version):
-            if platform not in HASKTORCH_PLATFORMS:
-                continue
-            for flavour in host.listdir(PurePath(home) / version / platform):
-                root = str(PurePath(home) / version / platform / flavour)
-                if host.is_dir(root):
-                    out.append(("LIBTORCH_HOME", root, Evidence("file", root, "Hasktorch cache layout")))
-    return out
+    return [("LIBTORCH_HOME", root, Evidence("file", root, "Hasktorch cache layout"))
+            for root, _, _, _ in hasktorch_cache.cached_trees(host)]
 
 
 def _from_places(host: Host, python: PythonTorch | None) -> list[tuple[str, str, Evidence]]:
@@ -353,14 +327,23 @@ def _choose(host: Host, candidates: list[LibtorchInstall]) -> tuple[int | None, 
     if not candidates:
         return None, "no libtorch found in any of the places a build looks"
     reasons = dict(PRECEDENCE)
+    if "LIBTORCH_USE_PYTORCH" in host.env:
+        # tch-rs asks Python first and then ignores LIBTORCH (torch-sys/build.rs, probe/tchrs.py).
+        for i, c in enumerate(candidates):
+            if "python" in c.origins:
+                return i, "LIBTORCH_USE_PYTORCH is set: tch-rs takes the Python torch's libtorch, over LIBTORCH"
     first = candidates[0]
     origin = min(first.origins, key=ORIGIN_RANK.__getitem__)
     if origin == "LIBTORCH_HOME":
-        # Hasktorch picks the tree named by LIBTORCH_VERSION / LIBTORCH_CUDA_VERSION when set.
-        wanted_version = host.env.get("LIBTORCH_VERSION")
-        wanted_flavour = host.env.get("LIBTORCH_CUDA_VERSION")
+        # Setup.hs builds against exactly $LIBTORCH_HOME/<LIBTORCH_VERSION>/<platform>/<LIBTORCH_CUDA_VERSION>.
+        req = hasktorch_cache.hasktorch_request(host)
         for i, c in enumerate(candidates):
-            h = c.hasktorch or {}
-            if "LIBTORCH_HOME" in c.origins and h.get("version") == wanted_version and wanted_flavour in (None, h.get("flavour")):
-                return i, reasons[origin] + f", matching LIBTORCH_VERSION={wanted_version}"
+            if "LIBTORCH_HOME" in c.origins and req.tree and _canonical(host, c.root) == _canonical(host, req.tree):
+                asked = (f"LIBTORCH_VERSION={req.version}" + ("" if req.version_from_env else " (Setup.hs default)")
+                         + f", LIBTORCH_CUDA_VERSION={req.flavour}" + ("" if req.flavour_from_env else " (default)"))
+                return i, reasons[origin] + f", matching {asked}"
+        if req.version_from_env or req.flavour_from_env:
+            # Not cached: Hasktorch would download it; say so rather than name another tree as its choice.
+            return 0, (reasons[origin] + f"; LIBTORCH_VERSION={req.version} / LIBTORCH_CUDA_VERSION={req.flavour} "
+                       "is NOT cached (a Hasktorch build would download it): this is only the first cached tree")
     return 0, reasons[origin]

@@ -56,6 +56,15 @@ def test_cargo_config_is_toml_with_tch_variables():
     assert env["LD_LIBRARY_PATH"] == {"value": f"{install.root}/lib:/cuda/lib64", "force": True}
 
 
+def test_cargo_config_link_args_rpath_and_cuda_no_as_needed():
+    cpu = tomllib.loads(emit_text("cargo", install=fake_install(ROOT), host=Host(env={})))
+    assert cpu["build"]["rustflags"] == ["-L", f"native={ROOT}/lib", "-C", f"link-arg=-Wl,-rpath,{ROOT}/lib"]
+    gpu_install = fake_install(ROOT, variant="cu130")
+    gpu_install.libraries = ["libc10.so", "libtorch.so", "libtorch_cuda.so"]
+    flags = tomllib.loads(emit_text("cargo", install=gpu_install, host=Host(env={})))["build"]["rustflags"]
+    assert flags[-6:] == ["-C", "link-arg=-Wl,--no-as-needed", "-C", "link-arg=-ltorch_cuda", "-C", "link-arg=-Wl,--as-needed"]
+
+
 def test_cmake_preset_is_json_with_torch_dir_and_abi():
     doc = json.loads(emit_text("cmake", install=fake_install(ROOT.replace("${x}", "")), host=Host(env={})))
     preset = doc["configurePresets"][0]
