@@ -18,6 +18,7 @@ OTHER = {
     "ci": "action.yml and the docs/ci.md recipes",
     "hardening": "cross-cutting threat tests",
     "platforms": "macOS and Windows trees end to end, from the real wheels (issue 14)",
+    "clients": "real cargo, cabal and CMake client builds; the tch-rs and Hasktorch rules (issue 18)",
     "__pycache__": "",
 }
 

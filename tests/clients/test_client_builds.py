@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import doctor_subprocess
+from testsupport.support import doctor_subprocess
 
 HERE = Path(__file__).parent
 pytestmark = pytest.mark.slow

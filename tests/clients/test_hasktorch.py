@@ -3,7 +3,7 @@ SKIP_DOWNLOAD choose the cached tree; a requested tree not cached is a finding."
 
 from __future__ import annotations
 
-from support import make_tree
+from testsupport.support import make_tree
 
 from doctor.check import build_areas, gather_facts
 from doctor.host import Host

@@ -3,7 +3,7 @@ with real libc10 ELF files of both ABIs."""
 
 from __future__ import annotations
 
-from support import make_tree
+from testsupport.support import make_tree
 
 from doctor.catalog.tch import TCH_LIBTORCH, libtorch_for
 from doctor.check import build_areas, gather_facts
