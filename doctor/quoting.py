@@ -199,3 +199,15 @@ def dotenv_line(name: str, value: str) -> str:
             "use --shell sh/bash/zsh/fish (quoted exactly), or clean that path or variable first",
         )
     return f"{name}={value}"
+
+
+def cmd_quote(value: str) -> str:
+    """A Windows path for a cmd.exe line typed at the prompt: in double quotes, where & ^ | < >
+    and spaces are literal. Windows paths cannot hold a double quote; % stays special in cmd
+    even inside quotes, so a value holding one is refused rather than pasted wrongly."""
+    refuse_nul(value, "a cmd.exe value")
+    if '"' in value or "%" in value or "\n" in value or "\r" in value:
+        from doctor.errors import UsageError
+
+        raise UsageError(f"{_shown(value)} cannot be written for cmd.exe exactly", "use PowerShell ($env:) for this path")
+    return f'"{value}"'

@@ -7,8 +7,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
+from doctor.catalog.platforms import loader_variable, separator
 from doctor.host import Host
-from doctor.emit.variables import loader_variable, separator
 from doctor.model import Evidence
 from doctor.probe.elf import read_elf
 from doctor.probe.ldcache import parse_ld_so_cache
@@ -42,6 +42,7 @@ class LoaderFacts:
     unresolved: list[str] = field(default_factory=list)  # "libtorch_cuda.so → libcudart.so.12"
     unreadable: list[str] = field(default_factory=list)  # "libc10.so: empty file (0 bytes)"
     evidence: list[Evidence] = field(default_factory=list)
+    foreign: str | None = None  # "Darwin" / "Windows": a macOS or Windows tree, simulated in probe/platform_tree.py
 
 
 class LoaderCache(dict):
@@ -91,6 +92,11 @@ def detect_loader(host: Host, lib_dir: str | None, ld_cache: dict[str, list[str]
     facts = LoaderFacts(variable, search, lib_dir)
     if host.env.get(variable) is not None:
         facts.evidence.append(Evidence("env", variable, host.env[variable]))
+    from doctor.probe.platform_tree import tree_system  # issue 14: dispatch, the macOS/Windows loaders live there
+
+    if lib_dir is not None and tree_system(host, lib_dir) in ("Darwin", "Windows"):
+        facts.foreign = tree_system(host, lib_dir)
+        return facts
     if lib_dir is None or host.system != "Linux":
         return facts
     defaults = default_dirs(host)
