@@ -159,11 +159,11 @@ def _emitted(host: Host, install) -> tuple[dict[str, str], list[str], list[str]]
 
 
 def _explain(host: Host, install, result: RunResult, step: str, argv: list[str]) -> list[Finding]:
-    from doctor.explain import MachineFacts, explain_text
+    from doctor.explain_machine import explain_on, machine_facts
 
     # The command line leads the text, as make would echo it, so its -D flags count as context.
     text = f"{shlex.join(argv)}\n{result.stdout}\n{result.stderr}"
-    findings = explain_text(text, MachineFacts.from_host(host, install), source=f"build probe {step} output")
+    findings = explain_on(host, text, machine_facts(host, install), source=f"build probe {step} output")
     for f in findings:
         f.area = "build"
         f.evidence.insert(0, Evidence("command", shlex.join(argv), f"exit {result.returncode}"))

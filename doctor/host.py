@@ -274,7 +274,7 @@ class Host:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                env=dict(env if env is not None else self.env),
+                env=dict(env if env is not None else _child_env(self)),
                 cwd=real_cwd if _safely(real_cwd.is_dir) else None,
                 start_new_session=os.name == "posix",
             )
@@ -387,3 +387,46 @@ def _kill_group(proc: subprocess.Popen) -> None:
             proc.kill()
     except (ProcessLookupError, PermissionError):
         pass
+
+
+_CHILD_ENV: dict[tuple[int, str], dict[str, str]] = {}
+
+
+def _child_env(host: Host) -> dict[str, str]:
+    """The environment for a command the doctor runs: the host's, with LD_LIBRARY_PATH entries
+    that cannot hold a library (missing, not a directory, an empty directory, a repeat) left
+    out. The loader finds exactly the same libraries, but a child no longer pays ld.so's
+    search of thousands of empty directories for each library it loads (issue 19: a probe
+    runs a dozen commands). Empty entries (the current directory) and directories that
+    cannot be listed stay. Only on the real file system: a test host's paths are not real."""
+    value = host.env.get("LD_LIBRARY_PATH")
+    if not value or host.root != Path("/") or value.count(":") < 16:
+        return dict(host.env)
+    key = (id(host.env), value)
+    env = _CHILD_ENV.get(key)
+    if env is None:
+        kept: list[str] = []
+        seen: set[str] = set()
+        for entry in value.split(":"):
+            if entry and (entry in seen or not _may_hold_libraries(entry)):
+                continue
+            seen.add(entry)
+            kept.append(entry)
+        pruned = ":".join(kept) or (":" if kept else "")  # a lone empty entry still means "."
+        env = {**host.env, "LD_LIBRARY_PATH": pruned}
+        _CHILD_ENV.clear()  # one environment at a time: the cache only spares a run's repeats
+        _CHILD_ENV[key] = env
+    return dict(env)
+
+
+def _may_hold_libraries(directory: str) -> bool:
+    try:
+        with os.scandir(directory) as it:
+            return next(it, None) is not None
+    except NotADirectoryError:
+        return False
+    except FileNotFoundError:
+        return False
+    except OSError:  # cannot be listed (execute-only, ...): ld.so may still open files in it
+        return True
+

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from support import REPO, doctor_subprocess
+from testsupport.support import REPO, doctor_subprocess
 
 LOG = REPO / "tests/fixtures/logs/abi.mismatch--local-gxx-abi0.log"
 

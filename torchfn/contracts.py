@@ -36,7 +36,37 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class ContractError(ValueError):
-    """A tensor's shape, dtype or device broke the contract of the function it was given to."""
+    """A tensor's shape, dtype or device broke the contract of the function it was given to.
+
+    `path` is the layer's place in the model ("2.0" for the first child of the third),
+    filled in by the combinators on the way out; `base` is the message without it.
+    """
+
+    def __init__(self, message: str, path: tuple[str, ...] = ()) -> None:
+        self.base = message
+        self.path = path
+        if path:
+            where = ".".join(path)
+            message = f"layer {where}: " + message.replace("params['", f"params['{where}.")
+        super().__init__(message)
+
+    def at(self, name: str) -> ContractError:
+        """The same error one level up: inside child `name` of a combinator."""
+        return ContractError(self.base, (name, *self.path))
+
+
+def _autocast_pair(a: torch.dtype, b: torch.dtype, device_type: str) -> bool:
+    """True when a dtype mismatch is autocast's doing: both floating, under an autocast region.
+
+    Inside `torch.autocast`, activations come out in the lower precision while params stay
+    float32; the ops cast for themselves, so the contract must not refuse them.
+    """
+    if not (a.is_floating_point and b.is_floating_point):
+        return False
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except (TypeError, RuntimeError):  # a device type autocast does not know (meta)
+        return False
 
 
 class _Switch(threading.local):
@@ -212,10 +242,10 @@ class _Call:
             name = str(dtype).removeprefix("torch.")
             if name not in spec.dtypes:
                 self.fail(f"{where} has dtype {name}, expected one of {', '.join(spec.dtypes)}")
-        if self.rule_dtype == "same":
+        if self.rule_dtype == "same" and not (spec.dtypes is not None and not dtype.is_floating_point):
             if self.dtype is None:
                 self.dtype, self.dtype_from = dtype, where
-            elif dtype != self.dtype:
+            elif dtype != self.dtype and not _autocast_pair(dtype, self.dtype, value.device.type):
                 self.fail(f"{where} is {str(dtype).removeprefix('torch.')} but {self.dtype_from} is "
                           f"{str(self.dtype).removeprefix('torch.')}; convert one (x.to(torch.float32))")
         elif self.rule_dtype == "floating" and not dtype.is_floating_point:
@@ -279,10 +309,11 @@ def _fits(value: Any, checks: tuple, dims: dict[str, Any], first: list[Any], dty
         dt = value.dtype
         if dtypes is not None and str(dt).removeprefix("torch.") not in dtypes:
             return False
-        if dtype_rule == "same":
+        if dtype_rule == "same" and not (dtypes is not None and not dt.is_floating_point):
+            # An index pinned as Int (jaxtyping) beside a Float table is what the contract says.
             if first[0] is None:
                 first[0] = dt
-            elif dt != first[0]:
+            elif dt != first[0] and not _autocast_pair(dt, first[0], value.device.type):
                 return False
         elif dtype_rule == "floating" and not dt.is_floating_point:
             return False

@@ -32,14 +32,15 @@ def to_state_dict(params: Params) -> dict[str, torch.Tensor]:
     return flat
 
 
-def from_state_dict(state_dict: Mapping[str, torch.Tensor], like: Params | None = None) -> Params:
+def from_state_dict(state_dict: Mapping[str, torch.Tensor], like: Params | None = None, *,
+                    copy: bool = True) -> Params:
     """Params from `module.state_dict()`: copies, so training either side leaves the other alone.
 
     With `like` (e.g. `model.init(0)`), the result has exactly its structure — the empty
     entries of parameter-free layers included — and any missing, unexpected or
     wrongly-shaped tensor is named in the error.
     """
-    flat = {k: v.detach().clone() for k, v in state_dict.items()}
+    flat = {k: v.detach().clone() if copy else v for k, v in state_dict.items()}
     if like is None:
         return unflatten_paths(flat)
     want = flatten_paths(like)
@@ -119,14 +120,23 @@ def save(path: str | os.PathLike[str], tree: Any, metadata: Mapping[str, str] | 
     os.replace(tmp, path)  # a crash mid-write never leaves a torn checkpoint behind
 
 
-def load(path: str | os.PathLike[str], device: torch.device | str = "cpu") -> Any:
-    """The tree `save` wrote (a plain safetensors file gives nested dicts by dotted name)."""
+def load(path: str | os.PathLike[str], device: torch.device | str = "cpu", *, like: Any = None) -> Any:
+    """The tree `save` wrote, in the order it had.
+
+    A plain safetensors file (a state_dict written by another tool) gives nested dicts by
+    dotted name, children in natural order ("2" before "10", as the model made them, not
+    the file's string order). With `like` (e.g. `model.init(0)`) the result has exactly
+    that structure, and a missing, unexpected or wrongly-shaped tensor is named.
+    """
     from safetensors import safe_open
 
     with safe_open(os.fspath(path), framework="pt", device=str(device)) as fh:
         meta = fh.metadata() or {}
         tensors = {name: fh.get_tensor(name) for name in fh.keys()}
     skeleton = meta.get("torchfn.tree")
+    if like is not None:
+        tree = unflatten_paths(tensors) if skeleton is None else _rebuild(json.loads(skeleton), tensors)
+        return from_state_dict(flatten_paths(tree), like=like, copy=False)
     if skeleton is None:
         return unflatten_paths(tensors)
     return _rebuild(json.loads(skeleton), tensors)

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from torchfn import random
-from torchfn.contracts import contract
+from torchfn.contracts import ContractError, contract
 from torchfn.tree import tree_map
 
 Params = dict[str, Any]
@@ -96,6 +96,9 @@ def conv2d(c_in: int, c_out: int, kernel_size: int | tuple[int, int], *, stride:
 
     @contract(params={"weight": f"c_out c_in {kh} {kw}", "bias?": "c_out"}, x="*batch c_in h w", name="conv2d")
     def apply(params: Params, x: torch.Tensor, *, key: int | None = None) -> torch.Tensor:
+        if x.dim() not in (3, 4):  # '*batch' would let a 5-d input through to a confusing torch error
+            raise ContractError(f"conv2d: x has {x.dim()} dimensions {tuple(x.shape)}, expected 4 (N, C, H, W) "
+                                f"or 3 (C, H, W); for volumes use a 3-d convolution")
         return F.conv2d(x, params["weight"], params.get("bias"), stride=stride, padding=padding)
 
     return Layer(init, apply, f"conv2d({c_in}→{c_out}, {kh}x{kw})")
@@ -125,7 +128,8 @@ def dropout(p: float) -> Layer:
     """Zero each element with probability p and scale the rest by 1/(1-p).
 
     Random only when given a key: `apply(params, x, key=k)` is training, `key=None` is
-    evaluation. The mask comes from a generator seeded by the key alone, so the same
+    evaluation. An int key draws from a generator; a tensor key (what `train_step` passes,
+    see `torchfn.random.as_tensor_key`) from a counter-based hash that torch.compile traces. The mask comes from a generator seeded by the key alone, so the same
     key drops the same elements (pure), and nothing global is read or advanced.
     """
     if not 0.0 <= p < 1.0:
@@ -134,6 +138,9 @@ def dropout(p: float) -> Layer:
     def apply(params: Params, x: torch.Tensor, *, key: int | None = None) -> torch.Tensor:
         if key is None or p == 0.0:
             return x
+        if isinstance(key, torch.Tensor):  # a tensor key: hash-based bits, which torch.compile traces
+            keep = (random.bits(key, x.shape, x.device) >= int(p * 2**32)).to(x.dtype)
+            return x * keep / (1.0 - p)
         g = random.generator(key, x.device)
         keep = torch.empty(x.shape, dtype=x.dtype, device=x.device).bernoulli_(1.0 - p, generator=g)
         return x * keep / (1.0 - p)
@@ -187,8 +194,15 @@ def sequential(*layers: Layer) -> Layer:
     def apply(params: Params, x: torch.Tensor, *, key: int | None = None) -> torch.Tensor:
         keys = random.split(key, len(layers)) if key is not None else (None,) * len(layers)
         for n, layer, k in zip(names, layers, keys):
-            # A state_dict has no entry for a parameter-free child (ReLU): treat it as {}.
-            x = layer.apply(params.get(n, _EMPTY), x, key=k)
+            child = params.get(n, _EMPTY) if isinstance(params, dict) else _EMPTY
+            if child is _EMPTY and layer.init is not _no_params and n not in params:
+                # A state_dict has no entry for a parameter-free child (ReLU); any other must be there.
+                raise ContractError(f"params have no entry {n!r} for child {n} ({layer.name}); "
+                                    f"they have {sorted(params, key=str)}")
+            try:
+                x = layer.apply(child, x, key=k)
+            except ContractError as exc:
+                raise exc.at(n) from None  # the error names the layer path: "2.0.weight"
         return x
 
     return Layer(init, apply, "sequential(" + ", ".join(layer.name for layer in layers) + ")")

@@ -21,7 +21,8 @@ import torch
 
 from torchfn import random
 from torchfn.optim import Optimizer
-from torchfn.tree import leaves, unflatten_like
+from torchfn.precision import compute_dtype
+from torchfn.tree import flatten, leaves, unflatten, unflatten_like
 
 Params = Any
 
@@ -61,17 +62,19 @@ def _autograd_value_and_grad(f: Callable[..., torch.Tensor]) -> Callable:
     """(loss, grads) with torch.autograd on detached leaves: first order only, and faster.
 
     `detach()` makes new tensor objects sharing storage, so the caller's params never gain
-    `requires_grad` or a `.grad`; the graph lives and dies inside this call.
+    `requires_grad` or a `.grad`; the graph lives and dies inside this call. A param the
+    loss does not use gets the grad None.
     """
 
     def value_and_grad_f(params: Params, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, Params]:
-        ps = leaves(params)
+        ps, spec = flatten(params)  # once: the spec rebuilds both trees
         with torch.enable_grad():
             live = [p.detach().requires_grad_() for p in ps]
-            loss = f(unflatten_like(params, live), *args, **kwargs)
+            loss = f(unflatten(spec, live), *args, **kwargs)
             gs = torch.autograd.grad(loss, live, allow_unused=True)
-        gs = [torch.zeros_like(p) if g is None else g for p, g in zip(ps, gs)]
-        return loss.detach(), unflatten_like(params, gs)
+        # None, not zeros, for a param the loss does not use: the optimizers then skip it
+        # (no weight decay, no moment update), as torch.optim skips `p.grad is None`.
+        return loss.detach(), unflatten(spec, list(gs))
 
     return value_and_grad_f
 
@@ -94,7 +97,8 @@ def compile_fallback_message(exc: BaseException) -> str:
             f"To use compile, {hint}; to silence this, pass compile=False.")
 
 
-def compile_or_eager(fn: Callable, *, on_fallback: Callable[[str], None] | None = None) -> Callable:
+def compile_or_eager(fn: Callable, *, on_fallback: Callable[[str], None] | None = None,
+                     fullgraph: bool = False) -> Callable:
     """`torch.compile(fn)` where it works; otherwise `fn` itself, after ONE message.
 
     Compilation happens at the first call (and again for new shapes), so failures are
@@ -104,7 +108,7 @@ def compile_or_eager(fn: Callable, *, on_fallback: Callable[[str], None] | None 
     """
     say = on_fallback or (lambda msg: warnings.warn(msg, CompileFallbackWarning, stacklevel=4))
     try:
-        compiled = torch.compile(fn)
+        compiled = torch.compile(fn, fullgraph=fullgraph)
     except Exception as exc:  # e.g. torch.compile unsupported on this platform or Python
         say(compile_fallback_message(exc))
         return fn
@@ -136,32 +140,77 @@ def _takes_key(fn: Callable) -> bool:
 
 
 def train_step(loss_fn: Callable[..., torch.Tensor], optimizer: Optimizer, *, compile: bool = False,
-               grad: str = "autograd") -> Callable:
+               grad: str = "autograd", precision: str | torch.dtype | None = None) -> Callable:
     """A pure step: `step(params, opt_state, batch, lr, key=None) -> (params, opt_state, loss)`.
 
     `loss_fn(params, batch)` returns a scalar; if it has a `key` parameter it also gets
-    the step's key (for dropout). The loss comes back as a tensor so that the loop need
-    not wait for the device every step. `compile=True` compiles loss and gradient with
-    torch.compile where that works (the optimizer's foreach kernels stay eager).
+    the step's key (for dropout) as a 0-d int64 tensor (`torchfn.random.as_tensor_key`),
+    so that the randomness is traceable. The loss comes back as a tensor so that the loop
+    need not wait for the device every step.
+
+    `compile=True` compiles the WHOLE step — loss, gradient and optimizer update — as one
+    graph (`torch.compile(fullgraph=True)`): a graph break is not hidden as a partly eager
+    step but reported, once, as a CompileFallbackWarning, and the step then runs eagerly.
+    `lr` and the key are graph inputs, so a schedule or a new key does not recompile.
+
+    `precision="bf16"` or `"fp16"` runs the loss under `torch.autocast` with float32 master
+    params (see torchfn.precision); with `fn.dynamic_loss_scale(opt)` the loss is multiplied
+    by the state's `loss_scale` before differentiation (needed for fp16).
     """
     if grad not in ("autograd", "func"):
         raise ValueError(f"grad must be 'autograd' or 'func', got {grad!r}")
     with_key = _takes_key(loss_fn)
 
-    def loss(params: Params, batch: Any, key: int | None) -> torch.Tensor:
+    low = compute_dtype(precision)
+
+    def plain_loss(params: Params, batch: Any, key: Any) -> torch.Tensor:
         return loss_fn(params, batch, key=key) if with_key else loss_fn(params, batch)
 
-    if compile:
-        # torch.func's transforms are what dynamo traces through whole (forward and backward).
-        both = torch.func.grad_and_value(loss)
-        compiled = compile_or_eager(lambda p, b, k: both(p, b, k)[::-1])
-        loss_and_grads: Callable = compiled
+    if low is None:
+        loss = plain_loss
     else:
-        loss_and_grads = value_and_grad(loss, method=grad)
+        def loss(params: Params, batch: Any, key: Any, scale: Any = None) -> torch.Tensor:
+            device_type = next((t.device.type for t in leaves(params) if isinstance(t, torch.Tensor)), "cpu")
+            with torch.autocast(device_type, dtype=low):
+                value = plain_loss(params, batch, key)
+            value = value.float()
+            return value if scale is None else value * scale
+
+    def tensor_key(key: Any, batch: Any) -> Any:
+        if key is None or not with_key:
+            return None
+        device = next((t.device for t in leaves(batch) if isinstance(t, torch.Tensor)), "cpu")
+        return random.as_tensor_key(key, device)
+
+    if compile and low is not None:
+        raise ValueError("compile=True with precision= is not supported yet; use one of them")
+    if compile:
+        both = torch.func.grad_and_value(loss)
+
+        def whole(params: Params, opt_state: Any, batch: Any, lr: Any, key: Any) -> tuple[Params, Any, torch.Tensor]:
+            grads, value = both(params, batch, key)
+            new_params, new_state = optimizer.step(params, grads, opt_state, lr)
+            return new_params, new_state, value.detach()
+
+        compiled = compile_or_eager(whole, fullgraph=True)
+
+        def step(params: Params, opt_state: Any, batch: Any, lr: float,
+                 key: int | None = None) -> tuple[Params, Any, torch.Tensor]:
+            return compiled(params, opt_state, batch, lr, tensor_key(key, batch))
+
+        step.compile_error = compiled.compile_error  # type: ignore[attr-defined]
+        return step
+
+    loss_and_grads = value_and_grad(loss, method=grad)
 
     def step(params: Params, opt_state: Any, batch: Any, lr: float,
              key: int | None = None) -> tuple[Params, Any, torch.Tensor]:
-        value, grads = loss_and_grads(params, batch, key)
+        scale = opt_state.get("loss_scale") if low is not None and isinstance(opt_state, dict) else None
+        if scale is not None:
+            value, grads = loss_and_grads(params, batch, tensor_key(key, batch), scale)
+            value = value / scale
+        else:
+            value, grads = loss_and_grads(params, batch, tensor_key(key, batch))
         new_params, new_state = optimizer.step(params, grads, opt_state, lr)
         return new_params, new_state, value.detach()
 

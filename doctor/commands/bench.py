@@ -15,7 +15,7 @@ from doctor.workload.devices import CHOICES
 @click.option("--compile/--no-compile", "torch_compile", default=True, show_default=True,
               help="Include torch.compile in the eager-vs-compiled section (compiling takes seconds).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True), default=None,
-              metavar="FILE.png", help="Also draw the GEMM sweep to FILE.png (needs matplotlib: the `plot` extra).")
+              metavar="FILE.png", help="Also draw the GEMM sweep and the eager/compiled bars to FILE.png (needs matplotlib: the `plot` extra).")
 @report_options
 def command(device: str, quick: bool, torch_compile: bool, plot_path: str | None, fmt: str | None, as_json: bool,
             verbose: int, color: str, strict: bool) -> int:

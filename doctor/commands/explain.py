@@ -44,22 +44,23 @@ def command(args: tuple[str, ...], from_command: bool, timeout: float, no_facts:
         )
     name = args[0] if args else "-"
     if name == "-":
-        stream = click.get_text_stream("stdin")
+        stream = click.get_binary_stream("stdin")
         if not args and stream.isatty():
             raise click.UsageError("give a LOG file, - to read standard input, or --from-command -- CMD ARGS")
-        text, source = stream.read(), "stdin"
+        # Bytes, not text: a log in any encoding (or with binary junk) is read, never decoded whole.
+        text, source = stream.read(READ_LIMIT), "stdin"
     else:
         text, source = _read(host, name), name
     report = _report(host, text, source, no_facts, strict)
     return print_report(report, fmt, as_json, verbose, color)
 
 
-def _read(host, path: str) -> str:
+def _read(host, path: str) -> bytes:
     from doctor.errors import DoctorError
 
     if host.is_dir(path):
         raise DoctorError(f"{path} is a directory, not a log file", hint="give the path to a build or run log", error_id="explain.not-a-log")
-    text = host.read_text(path, limit=READ_LIMIT)
+    text = host.read_bytes(path, limit=READ_LIMIT)
     if text is None:
         if not host.exists(path):
             raise DoctorError(f"{path}: no such file", hint="give the path to a build or run log, or - to read standard input", error_id="explain.no-such-log")
@@ -94,10 +95,18 @@ def _from_command(host, argv: tuple[str, ...], timeout: float, no_facts: bool, f
         click.echo(f"doctor: {result.error}", err=True)
     text = result.stdout + ("\n" if result.stdout and not result.stdout.endswith("\n") else "") + result.stderr
     shown = result.command if len(result.command) <= 60 else result.command[:59] + "…"
-    report = _report(host, text, f"output of `{shown}`", no_facts, strict,
-                     failed=f"the command failed ({'timed out' if result.timed_out else f'exit {result.returncode}'})")
-    report.facts["command"] = {"argv": list(argv), "returncode": result.returncode, "timed_out": result.timed_out}
-    report.passthrough_exit = 124 if result.timed_out else result.returncode
+    signum = -result.returncode if result.returncode is not None and result.returncode < 0 else None
+    if result.timed_out:
+        how = "timed out"
+    elif signum is not None:
+        how = f"killed by signal {signum}{_signal_name(signum)}"
+    else:
+        how = f"exit {result.returncode}"
+    report = _report(host, text, f"output of `{shown}`", no_facts, strict, failed=f"the command failed ({how})")
+    report.facts["command"] = {"argv": list(argv), "returncode": result.returncode, "timed_out": result.timed_out,
+                               "signal": signum}
+    # A shell reports death by signal N as 128+N; Popen's -N would reach exit() as 256-N.
+    report.passthrough_exit = 124 if result.timed_out else 128 + signum if signum is not None else result.returncode
     return print_report(report, fmt, as_json, verbose, color)
 
 
@@ -113,14 +122,25 @@ def _succeeded(argv: tuple[str, ...], command: str):
                   [area], doctor_version=__version__)
 
 
-def _report(host, text: str, source: str, no_facts: bool, strict: bool, failed: str = ""):
+def _signal_name(signum: int) -> str:
+    import signal
+
+    try:
+        return f" ({signal.Signals(signum).name})"
+    except ValueError:
+        return ""
+
+
+def _report(host, text: str | bytes, source: str, no_facts: bool, strict: bool, failed: str = ""):
     from doctor import __version__
-    from doctor.explain import MachineFacts, explain_text
+    from doctor.explain.engine import normalise
+    from doctor.explain_machine import detect, explain_on
     from doctor.model import Area, Report
 
-    facts = None if no_facts else MachineFacts.detect(host)
-    findings = explain_text(text, facts, source=source)
-    lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+    facts = None if no_facts else detect(host)
+    data = normalise(text)  # CR-only line ends count as lines here as in the findings
+    findings = explain_on(host, data, facts, source=source)
+    lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
     summary = (f"{len(findings)} known setup problem{'s' * (len(findings) != 1)} found" if findings
                else "no known setup problem found")
     if failed:

@@ -1,9 +1,16 @@
 """One pass over a log: find the lines the pattern table knows, group them by diagnosis,
 fold consequences into their cause, and order the findings root cause first.
 
-Speed: every needle of the table is looked for with str.find over the whole text (C speed,
-a few ms per MB); only the lines that hold a needle meet a regex. Line numbers come from
-counting newlines between those lines, never from splitting the log.
+Speed and safety (docs/performance.md, docs/security.md):
+- The log stays bytes. One RE2 automaton of every needle of the table (escaped literals,
+  longest first) walks it once, in linear time, at a few hundred MB/s; the text is never
+  decoded as a whole, so non-UTF-8 input costs nothing and breaks nothing.
+- Only a line holding a needle is decoded (first MAX_LINE bytes) and meets the regexes of
+  the signs its needles name. Those regexes are written to be linear on a line (see
+  patterns.py), and identical lines are matched once (a cache), so 40,000 copies of one
+  linker error cost one match.
+- Line numbers come from counting newlines between hit lines (C speed), grouping is one
+  dictionary pass over the hits: nothing compares every hit with every other.
 """
 
 from __future__ import annotations
@@ -12,30 +19,72 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from doctor.explain.advisors import advise
 from doctor.explain.patterns import ORDER, RULES, TABLE, Rule, Sign
+from doctor.formats import clip
 from doctor.model import Evidence, Finding, Level
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
-MAX_LINE = 4000  # a single line longer than this is cut before regexes see it
+# Colour codes (gcc/clang/cargo colour their diagnostics). Every run is bounded by the next
+# ESC or newline, so each byte is looked at by at most one attempt: linear.
+ANSI = re.compile(rb"\x1b(?:\[[0-9;?]*+[A-Za-z]|\][^\x07\x1b\n]*+\x07)")
+MAX_LINE = 4000  # a line longer than this (bytes) is cut before regexes see it
 SHOWN = 5  # proving lines shown per finding; the rest are counted
-
-# needle -> the signs that need it, built once
-_BY_NEEDLE: dict[str, list[tuple[Rule, Sign]]] = {}
-for _rule in TABLE:
-    for _sign in _rule.signs:
-        for _needle in _sign.needles:
-            _BY_NEEDLE.setdefault(_needle, []).append((_rule, _sign))
+_CACHE_LIMIT = 4096  # distinct hit lines remembered; identical lines are matched once
 
 
-@dataclass(frozen=True)
+def _needle_table() -> tuple[dict[bytes, tuple[Sign, ...]], dict[int, tuple[int, Rule]], list[bytes]]:
+    """needle (UTF-8) -> every sign it implies, in the order the table lists them.
+
+    A needle that contains another needle implies that one's signs too: the automaton reports
+    the longest needle at a position, never the shorter ones inside it.
+    """
+    order: dict[bytes, list[tuple[int, Sign]]] = {}
+    rank: dict[int, tuple[int, Rule]] = {}
+    n = 0
+    for rule in TABLE:
+        for sign in rule.signs:
+            rank[id(sign)] = (n, rule)
+            n += 1
+            for needle in sign.needles:
+                order.setdefault(needle.encode(), []).append((rank[id(sign)][0], sign))
+    implied: dict[bytes, tuple[Sign, ...]] = {}
+    for needle in order:
+        signs = {id(s): (i, s) for other, pairs in order.items() if other in needle for i, s in pairs}
+        implied[needle] = tuple(s for _, s in sorted(signs.values(), key=lambda p: p[0]))
+    return implied, rank, sorted(order, key=len, reverse=True)
+
+
+_SIGNS_OF, _RANK, NEEDLES = _needle_table()
+_BY_NEEDLE = {n.decode(): s for n, s in _SIGNS_OF.items()}  # for tests: the needles as text
+_AUTOMATON = None
+
+
+def automaton():
+    """The one RE2 pattern of all needles, compiled on first use (google-re2 is imported lazily)."""
+    global _AUTOMATON
+    if _AUTOMATON is None:
+        import re2
+
+        options = re2.Options()
+        options.max_mem = 64 << 20
+        _AUTOMATON = re2.compile(b"|".join(re.escape(n) for n in NEEDLES), options)
+    return _AUTOMATON
+
+
 class Hit:
     """One log line that matched one sign."""
 
-    rule: str
-    lineno: int  # 1-based
-    line: str
-    groups: dict[str, str]
-    trigger: bool
+    __slots__ = ("rule", "lineno", "line", "groups", "trigger")
+
+    def __init__(self, rule: str, lineno: int, line: str, groups: dict[str, str], trigger: bool) -> None:
+        self.rule, self.lineno, self.line, self.groups, self.trigger = rule, lineno, line, groups, trigger
+
+    def __repr__(self) -> str:
+        return f"Hit({self.rule!r}, {self.lineno}, {self.line[:60]!r}, {self.groups!r}, {self.trigger})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Hit) and (self.rule, self.lineno, self.line, self.groups, self.trigger) == (
+            other.rule, other.lineno, other.line, other.groups, other.trigger)
 
 
 @dataclass
@@ -64,58 +113,95 @@ class Match:
         return values[0] if values else None
 
 
-def normalise(text: str) -> str:
-    """Strip colour codes (gcc/clang/cargo colour their diagnostics) and carriage returns."""
-    if "\x1b" in text:
-        text = ANSI.sub("", text)
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return text
+def to_bytes(text: str | bytes) -> bytes:
+    """Logs are bytes; text given as str (tests, the build probe) is encoded back, lone surrogates kept."""
+    return text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
 
 
-def scan(text: str) -> list[Hit]:
-    """All lines that match a sign, in log order. `text` should be normalised."""
-    starts: dict[int, list[str]] = {}  # line start -> the needles found on that line
-    for needle in _BY_NEEDLE:
-        i = text.find(needle)
-        while i != -1:
-            start = text.rfind("\n", 0, i) + 1
-            starts.setdefault(start, []).append(needle)
-            end = text.find("\n", i)
-            if end == -1:
-                break
-            i = text.find(needle, end)
+def normalise(data: bytes | str) -> bytes:
+    """Strip colour codes; CR LF and a lone CR (progress bars, old Mac files) both end a line."""
+    data = to_bytes(data)
+    if b"\x1b" in data:
+        data = ANSI.sub(b"", data)
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    return data
+
+
+def _match_line(probe: str, signs: Iterable[Sign]) -> list[tuple[str, dict[str, str], bool]]:
+    found = []
+    for sign in signs:
+        m = sign.regex.search(probe)
+        if m:
+            found.append((_RANK[id(sign)][1].id, {k: v for k, v in m.groupdict().items() if v}, sign.trigger))
+    return found
+
+
+def scan(data: bytes | str) -> list[Hit]:
+    """All lines that match a sign, in log order. `data` should be normalised."""
+    data = to_bytes(data)
     hits: list[Hit] = []
-    lineno, last = 1, 0
-    for start in sorted(starts):
-        lineno += text.count("\n", last, start)
-        last = start
-        end = text.find("\n", start)
-        line = text[start:] if end == -1 else text[start:end]
-        probe = line[:MAX_LINE]
-        seen: set[int] = set()
-        for needle in starts[start]:
-            if needle not in probe:  # found beyond MAX_LINE
-                continue
-            for rule, sign in _BY_NEEDLE[needle]:
-                if id(sign) in seen:
-                    continue
-                seen.add(id(sign))
-                m = sign.regex.search(probe)
-                if m:
-                    groups = {k: v for k, v in m.groupdict().items() if v}
-                    hits.append(Hit(rule.id, lineno, line.strip(), groups, sign.trigger))
+    cache: dict[tuple, list[tuple[str, dict[str, str], bool]]] = {}
+    lineno, counted = 1, 0
+    start = end = -1
+    signs: dict[int, Sign] = {}
+
+    def flush() -> None:
+        nonlocal lineno, counted
+        lineno += data.count(b"\n", counted, start)
+        counted = start
+        raw = data[start:min(end, start + MAX_LINE)]
+        key = (raw, *signs)
+        found = cache.get(key)
+        probe = raw.decode("utf-8", "replace")
+        if found is None:
+            if len(cache) >= _CACHE_LIMIT:
+                cache.clear()
+            found = cache[key] = _match_line(probe, [signs[k] for k in sorted(signs)])
+        if found:
+            line = probe.strip()
+            for rule, groups, trigger in found:
+                hits.append(Hit(rule, lineno, line, dict(groups), trigger))
+
+    signs_of = _SIGNS_OF
+    for m in automaton().finditer(data):
+        pos, stop = m.span()
+        if pos >= end:  # a needle on a new line
+            if signs:
+                flush()
+            start = data.rfind(b"\n", 0, pos) + 1
+            end = data.find(b"\n", pos)
+            if end == -1:
+                end = len(data)
+            signs = {}
+        if stop - start > MAX_LINE:  # found beyond the cut: the regexes would not see it
+            continue
+        for sign in signs_of[data[pos:stop]]:
+            signs[_RANK[id(sign)][0]] = sign
+    if signs:
+        flush()
     return hits
 
 
 def group(hits: Iterable[Hit]) -> list[Match]:
-    """Hits → one Match per id that has a triggering hit; consequences folded; root cause first."""
+    """Hits → one Match per id that has a triggering hit; consequences folded; root cause first.
+
+    One dictionary pass: a line counts once per id as a trigger (a second triggering sign on
+    the same line adds nothing), context hits are all kept.
+    """
     by_id: dict[str, Match] = {}
+    triggered: set[tuple[str, int]] = set()
     for h in hits:
-        m = by_id.setdefault(h.rule, Match(RULES[h.rule]))
-        if not any(x.lineno == h.lineno and x.trigger for x in m.hits) or not h.trigger:
-            m.hits.append(h)
-    matches = {i: m for i, m in by_id.items() if m.triggers}
+        m = by_id.get(h.rule)
+        if m is None:
+            m = by_id[h.rule] = Match(RULES[h.rule])
+        if h.trigger:
+            key = (h.rule, h.lineno)
+            if key in triggered:
+                continue
+            triggered.add(key)
+        m.hits.append(h)
+    matches = {i: m for i, m in by_id.items() if any(h.trigger for h in m.hits)}
     for cause in sorted(matches, key=ORDER.__getitem__):
         if cause not in matches:
             continue
@@ -125,15 +211,23 @@ def group(hits: Iterable[Hit]) -> list[Match]:
     return sorted(matches.values(), key=lambda m: ORDER[m.rule.id])
 
 
-def explain_text(text: str, facts=None, source: str = "log") -> list[Finding]:
+def explain_text(text: str | bytes, facts=None, source: str = "log") -> list[Finding]:
     """The findings a log proves, root cause first; [] when it shows no known setup problem.
 
-    `facts` (doctor.explain.advice.MachineFacts) makes the advice concrete for this machine.
+    `text` is the log as read (bytes, any encoding: only hit lines are decoded, as UTF-8 with
+    replacement) or as str. `facts` (doctor.explain.facts.MachineFacts) makes the advice
+    concrete for this machine.
     """
-    from doctor.explain.advice import advise
+    return findings(find(text), facts, source)
 
-    text = normalise(text)
-    return [to_finding(m, advise(m, facts), source) for m in group(scan(text))]
+
+def find(text: str | bytes) -> list[Match]:
+    """What the log proves, one Match per diagnosis id, root cause first."""
+    return group(scan(normalise(text)))
+
+
+def findings(matches: list[Match], facts=None, source: str = "log") -> list[Finding]:
+    return [to_finding(m, advise(m, facts), source) for m in matches]
 
 
 def to_finding(match: Match, advice, source: str) -> Finding:
@@ -161,5 +255,4 @@ def to_finding(match: Match, advice, source: str) -> Finding:
     )
 
 
-def _clip(line: str, limit: int = 200) -> str:
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+_clip = clip

@@ -45,7 +45,7 @@ def sign(pattern: str, needles: str | tuple[str, ...], *examples: str, basis: st
 # -- shared pieces --
 
 # A header that ships in libtorch's include dirs (TH/THC are not: they were removed in 1.11).
-HEADER = r"(?P<header>(?:torch|ATen|c10|caffe2)[\\/][\w./\\+-]*?\.(?:h|hpp|cuh))"
+HEADER = r"(?<![\w./\\+-])(?P<header>(?:torch|ATen|c10|caffe2)[\\/][\w./\\+-]*?\.(?:h|hpp|cuh))"
 # gcc prints strerror() in the user's locale.
 NO_SUCH_FILE = (
     "No such file or directory",
@@ -65,11 +65,11 @@ _MANGLED_NS = r"(?:3c10|2at|5torch|6caffe2|4c10d)"
 _MANGLED_STRING = r"(?:St7__cxx11|B5cxx11|Ss)"
 # Libraries a libtorch program loads: libtorch's own, its OpenMP, CUDA runtime and driver.
 LOADED_LIB = (
-    r"(?P<lib>lib(?:torch\w*|c10\w*|caffe2\w*|shm|gomp|iomp5|mklml|cuda|cudart|cublas\w*|cudnn\w*|cufft\w*"
-    r"|curand|cusolver\w*|cusparse\w*|nvrtc\w*|nvJitLink|nvToolsExt|nccl|nvidia-ml|cupti|cufile\w*)"
+    r"(?P<lib>lib(?:torch\w*+|c10\w*+|caffe2\w*+|shm|gomp|iomp5|mklml|cuda|cudart|cublas\w*+|cudnn\w*+|cufft\w*+"
+    r"|curand|cusolver\w*+|cusparse\w*+|nvrtc\w*+|nvJitLink|nvToolsExt|nccl|nvidia-ml|cupti|cufile\w*+)"
     r"[\w.+-]*?\.(?:so(?:\.[\d.]+)?|dylib))"
 )
-WINDOWS_DLL = r"(?P<lib>(?:c10|torch|caffe2|shm|fbgemm|asmjit|uv|libiomp5md|cudart64|cublas64|cudnn64|nvrtc64)\w*\.dll)"
+WINDOWS_DLL = r"(?<!\w)(?P<lib>(?:c10|torch|caffe2|shm|fbgemm|asmjit|uv|libiomp5md|cudart64|cublas64|cudnn64|nvrtc64)\w*+\.dll)"
 # Lines about a torch file (keeps generic arch messages from other projects out).
 _TORCHY = r"^(?=.*(?:torch|c10|caffe2))"
 
@@ -96,15 +96,15 @@ TABLE: tuple[Rule, ...] = (
                  "ld: warning: ignoring file libtorch/lib/libc10.so, file was built for unsupported file format "
                  "( 0x7F 0x45 0x4C 0x46 0x02 0x01 0x01 0x03 0x00 0x00 0x00 0x00 0x00 0x00 0x00 0x00 ) which is not "
                  "the architecture being linked (x86_64): libtorch/lib/libc10.so"),
-            sign(r"skipping incompatible (?P<file>\S*(?:torch|c10|caffe2)\S*) when searching for -l(?P<lib>\S+)",
+            sign(r"skipping incompatible (?=\S*?(?:torch|c10|caffe2))(?P<file>\S++) when searching for -l(?P<lib>\S++)",
                  "skipping incompatible",
                  "/usr/bin/ld: skipping incompatible /home/foobar/target/release/build/torch-sys-3b7ac5563a63a881/out/"
                  "libtorch/libtorch/lib/libtorch_cuda.so when searching for -ltorch_cuda"),
-            sign(r"(?P<file>\S*(?:torch|c10|caffe2)\S*): error adding symbols: [Ff]ile in wrong format",
+            sign(r"(?<!\S)(?=\S*?(?:torch|c10|caffe2))(?P<file>\S+?): error adding symbols: [Ff]ile in wrong format",
                  "in wrong format",
                  "/usr/bin/ld: /home/firefly/new/libtorch/lib/libtorch.so: error adding symbols: file in wrong format",
                  "libtorch/lib/libc10.so: error adding symbols: File in wrong format"),
-            sign(r"(?P<file>\S*(?:torch|c10|caffe2|libcuda|libnvidia)\S*): wrong ELF class: (?P<elfclass>ELFCLASS\d+)",
+            sign(r"(?<!\S)(?=\S*?(?:torch|c10|caffe2|libcuda|libnvidia))(?P<file>\S+?): wrong ELF class: (?P<elfclass>ELFCLASS\d+)",
                  "wrong ELF class", basis="glibc ld.so (dl-load.c): '<lib>: wrong ELF class: ELFCLASS32'"),
             sign(_TORCHY + r".*?incompatible architecture \(have \(?'?(?P<found>\w+)'?\)?, need \(?'?(?P<required>\w+)'?\)?\)",
                  "incompatible architecture",
@@ -129,7 +129,7 @@ TABLE: tuple[Rule, ...] = (
         "environment) has: from 2.7 libtorch is built on manylinux_2_28 (glibc 2.28).",
         "a newer OS or libstdc++ (a newer gcc, or conda's libstdcxx-ng), or an older libtorch",
         (
-            sign(r"(?:(?P<from>\S*?lib(?:c|m|stdc\+\+|pthread|dl|rt|gcc_s)\.so\.\d+): )?version [`'‘](?P<need>(?:GLIBC|GLIBCXX|CXXABI)_[\d.]+)['’] not found"
+            sign(r"(?:(?<!\S)(?P<from>\S*?lib(?:c|m|stdc\+\+|pthread|dl|rt|gcc_s)\.so\.\d++): )?version [`'‘](?P<need>(?:GLIBC|GLIBCXX|CXXABI)_[\d.]+)['’] not found"
                  r"(?: \(required by (?P<by>[^)]+)\))?",
                  ("' not found", "’ not found"),
                  "/lib64/libm.so.6: version `GLIBC_2.23' not found (required by /home/centos/libtorch_cpu.so)",
@@ -258,8 +258,8 @@ TABLE: tuple[Rule, ...] = (
                  "ImportError: /opt/pyenv/lib/python3.12/site-packages/nvfuser/_C.cpython-312-x86_64-linux-gnu.so: "
                  "undefined symbol: _ZN4c10d8TCPStoreC1ESsRKNS_15TCPStoreOptionsE"),
             # The flag on the command line: context for the finding, never a finding by itself.
-            # Greedy .* takes the last -D on the line: the one the compiler obeys.
-            sign(r".*-D_GLIBCXX_USE_CXX11_ABI=(?P<flag>[01])\b", "_GLIBCXX_USE_CXX11_ABI=",
+            # Greedy .* takes the last -D on the line: the one the compiler obeys (^: one start per line, not one per byte).
+            sign(r"^.*-D_GLIBCXX_USE_CXX11_ABI=(?P<flag>[01])\b", "_GLIBCXX_USE_CXX11_ABI=",
                  "-D_GLIBCXX_USE_CXX11_ABI=1", trigger=False),
         ),
     ),
@@ -300,7 +300,7 @@ TABLE: tuple[Rule, ...] = (
                  "8.6.5/bin/regression: error while loading shared libraries: libc10.so: cannot open shared object file: "
                  "No such file or directory",
                  "OSError: libtorch_cpu.so: cannot open shared object file: No such file or directory"),
-            sign(r"Library not loaded: (?:@rpath/|@loader_path/|@executable_path/|\S*/)?" + LOADED_LIB, "Library not loaded",
+            sign(r"Library not loaded: (?:@rpath/|@loader_path/|@executable_path/|(?>\S*/))?" + LOADED_LIB, "Library not loaded",
                  "dyld: Library not loaded: @rpath/libmklml.dylib",
                  "dlopen(/Users/user/opt/anaconda3/lib/python3.8/site-packages/torch/_C.cpython-38-darwin.so, 0x0002): "
                  "Library not loaded: @rpath/libtorch_cpu.dylib"),
@@ -433,7 +433,7 @@ TABLE: tuple[Rule, ...] = (
                  "reserved but unallocated memory is large try setting max_split_size_mb to avoid fragmentation.  See "
                  "documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF",
                  trigger=False),
-            sign(r"(?P<total>[\d.]+ [KMGT]iB) total capacity; .*?(?P<free>[\d.]+ [KMGT]?i?B) free", "total capacity",
+            sign(r"(?<![\d.])(?P<total>[\d.]++ [KMGT]iB) total capacity; .*?(?<![\d.])(?P<free>[\d.]++ [KMGT]?i?B) free", "total capacity",
                  "RuntimeError:CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 5.80 GiB total capacity; 4.36 GiB "
                  "already allocated; 6.69 MiB free; 4.63 GiB reserved in total by PyTorch)",
                  trigger=False),
@@ -647,7 +647,7 @@ CUDA_STACK_RULES: tuple[Rule, ...] = (
                  "torch/lib/libtorch_cuda.so: undefined symbol: ncclCommRegister",
                  "ImportError: /root/.local/conda/envs/yolov10/lib/python3.9/site-packages/torch/lib/libtorch_cuda.so: "
                  "undefined symbol: ncclCommRegister"),
-            sign(r"(?P<consumer>lib\w+\.so[.\d]*): undefined symbol: (?P<symbol>__nvJitLink\w+?_(?P<major>\d+)_(?P<minor>\d+))",
+            sign(r"(?P<consumer>\blib\w++\.so[.\d]*+): undefined symbol: (?P<symbol>__nvJitLink[A-Za-z]*+_(?P<major>\d+)_(?P<minor>\d+))",
                  "undefined symbol: __nvJitLink",
                  "ImportError: /home/dp/anaconda3/envs/ComfyUI/lib/python3.11/site-packages/torch/lib/../../nvidia/cusparse/"
                  "lib/libcusparse.so.12: undefined symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12"),
@@ -710,5 +710,71 @@ CUDA_STACK_RULES: tuple[Rule, ...] = (
 )
 
 TABLE = TABLE + CUDA_STACK_RULES
+RULES = {rule.id: rule for rule in TABLE}
+ORDER = {rule.id: i for i, rule in enumerate(TABLE)}
+
+
+# ---------------------------------------------------------------------------------------------
+# macOS and Windows (issue 14). Appended as one block; advice in doctor/explain/platform_advice.py
+# (fixes in the log's own platform: Windows paths and set / $env: for a Windows log); logs in
+# tests/fixtures/logs (windows.*--*.log). dyld's "Library not loaded" / "image not found" and
+# "incompatible architecture" stay with loader.library-not-found and arch.mismatch above.
+
+PLATFORM_RULES = (
+    Rule(
+        "windows.crt-mismatch",
+        "objects built against different C++ runtimes (Debug/Release, /MD or /MT) are linked together",
+        "MSVC records the runtime each object was compiled for (/MD, /MDd, /MT, /MTd and the matching "
+        "_ITERATOR_DEBUG_LEVEL); link.exe refuses to mix them. libtorch's zips are /MD Release, or /MDd for the debug zip.",
+        "build Release (cmake --build . --config Release) against the Release libtorch zip, or use the debug zip "
+        "(libtorch-win-shared-with-deps-debug-…) for a Debug build; compile every library with /MD (CMake: "
+        "CMAKE_MSVC_RUNTIME_LIBRARY=MultiThreadedDLL)",
+        (
+            sign(r"LNK2038: mismatch detected for '(?P<what>RuntimeLibrary|_ITERATOR_DEBUG_LEVEL)': value '(?P<found>\w+)'"
+                 r"(?: doesn't match value '(?P<required>\w+)')?", "LNK2038",
+                 "  = note: libtorch_sys-6c1049f81ce711d6.rlib(torch_api.o) : error LNK2038: mismatch detected for "
+                 "'RuntimeLibrary': value 'MD_DynamicRelease' doesn't match value 'MT_StaticRelease' in "
+                 "libesaxx_rs-325b40a662eef64d.rlib(esaxx.o)",
+                 "20:33:22 libcpmt.lib(locale.obj) : error LNK2038: mismatch detected for 'RuntimeLibrary': value "
+                 "'MT_StaticRelease' doesn't match value 'MD_DynamicRelease' in Backtrace.cpp.obj",
+                 "  libprotobuf.lib(extension_set.obj) : error LNK2038: mismatch detected for 'RuntimeLibrary': value "
+                 "'MT_StaticRelease'"),
+        ),
+    ),
+    Rule(
+        "windows.vc-runtime-missing",
+        "the Microsoft Visual C++ runtime is not installed",
+        "libtorch's DLLs (and torch's) import VCRUNTIME140.dll, VCRUNTIME140_1.dll and MSVCP140.dll from the VC++ "
+        "2015-2022 redistributable, which neither the wheel nor the zips ship.",
+        "install the Microsoft Visual C++ Redistributable (x64): https://aka.ms/vs/17/release/vc_redist.x64.exe",
+        (
+            sign(r"(?i)(?P<lib>(?:vcruntime140(?:_1)?|msvcp140(?:_\d)?)d?\.dll)(?: was)? not found",
+                 ("dll was not found", "dll not found"),
+                 '"the code execution cannot proceed because vcruntime140_1.dll was not found"',
+                 '"VCRUNTIME140_1.dll not found. Reinstalling the program may fix this."'),
+        ),
+        explains=("loader.library-not-found",),
+    ),
+    Rule(
+        "macos.min-version",
+        "a library needs a newer macOS than the build targets",
+        "Each Mach-O file records the oldest macOS it runs on; the program is linked for an older one, so on a macOS "
+        "between the two dyld refuses the library ('built for macOS … which is newer than running OS').",
+        "raise the deployment target to the library's minimum: CMake -DCMAKE_OSX_DEPLOYMENT_TARGET=<version> "
+        "(or export MACOSX_DEPLOYMENT_TARGET=<version>), or use a library built for the older macOS",
+        (
+            sign(r"\((?P<file>[^()]+?(?:\([^()]*\))?)\) was built for newer (?:macOS|OSX) version \((?P<needs>[\d.]+)\) "
+                 r"than being linked \((?P<target>[\d.]+)\)", "was built for newer",
+                 "ld: warning: object file (/opt/homebrew/lib/libkineto.a(Config.cpp.o)) was built for newer macOS version "
+                 "(12.0) than being linked (11.0)",
+                 "2024-02-07T12:49:51.8306390Z ld: warning: dylib (/Users/runner/work/_temp/anaconda/envs/wheel_py38/lib/"
+                 "libomp.dylib) was built for newer macOS version (11.1) than being linked (11.0)"),
+            sign(r"built for macOS (?P<needs>[\d.]+) which is newer than running OS", "which is newer than running OS",
+                 basis="dyld's refusal: 'Library not loaded: … (built for macOS 14.0 which is newer than running OS)'"),
+        ),
+        explains=("loader.library-not-found",),
+    ),
+)
+TABLE = TABLE + PLATFORM_RULES
 RULES = {rule.id: rule for rule in TABLE}
 ORDER = {rule.id: i for i, rule in enumerate(TABLE)}

@@ -32,7 +32,7 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from doctor import __version__
-from doctor.diagnose.common import human_bytes
+from doctor.formats import human_bytes
 from doctor.errors import DoctorError
 from doctor.fetch.names import redact_url
 

@@ -76,7 +76,7 @@ def ensure_space(path: Path, need: int, what: str) -> None:
 
 
 def space_error(need: int, free: int, path: Path, what: str) -> str | None:
-    from doctor.diagnose.common import human_bytes
+    from doctor.formats import human_bytes
 
     if need > free:
         return f"not enough free space in {path} to {what}: need about {human_bytes(need)}, {human_bytes(free)} free"

@@ -30,10 +30,14 @@ from doctor.workload.cpu import (
     parse_max_freq_khz,
     parse_parallel_info,
     parse_torch_config,
+    x86_family,
 )
 from doctor.workload.devices import device_name, select, synchronizer
 
-SLOW_FRACTION = 0.10  # best GEMM below this share of the estimated peak: something is misconfigured
+SLOW_FRACTION = 0.10  # GEMM below this share of the estimated peak: something is misconfigured
+# The verdict is the median share of peak over every size from this n up: big enough that a healthy
+# BLAS is in its stride, so one lucky size cannot hide a broken sweep (the best size used to decide).
+JUDGE_FROM_N = {"cpu": 256, "gpu": 1024}
 MLP_SIZES = [512, 256, 128, 2]
 MLP_BATCHES = [1, 256]
 
@@ -101,10 +105,12 @@ def best_time(fn: Callable[[], Any], sync: Callable[[], None], plan: Plan, max_c
 
 def cpu_context(torch: Any, host: Host) -> dict[str, Any]:
     """The CPU's peak estimate, BLAS and thread settings, with where each came from."""
-    info = parse_cpuinfo(host.read_text("/proc/cpuinfo") or "")
+    text = host.read_text("/proc/cpuinfo") or ""
+    info = parse_cpuinfo(text)
     max_mhz = parse_max_freq_khz(host.read_text("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"))
     usable = host.usable_cpus()
-    peak = estimate_peak(info, usable, max_mhz)
+    vendor, family = x86_family(text)
+    peak = estimate_peak(info, usable, max_mhz, vendor=vendor, family=family)
     config = parse_torch_config(torch.__config__.show())
     parallel = parse_parallel_info(torch.__config__.parallel_info())
     env = {k: host.env[k] for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS") if k in host.env}
@@ -168,7 +174,43 @@ def gemm(torch: Any, device: str, plan: Plan, context: dict[str, Any]) -> dict[s
         if "gflops" in r:
             best[r["dtype"]] = max(best.get(r["dtype"], 0.0), r["gflops"])
     fraction = {d: round(best[d] / p, 3) for d, p in context.get("peak_gflops", {}).items() if d in best and p}
-    return {"device": device, **context, "results": results, "best_gflops": best, "fraction_of_peak": fraction}
+    out = {"device": device, **context, "results": results, "best_gflops": best, "fraction_of_peak": fraction,
+           "verdict_fraction": verdict_fractions(results, context.get("peak_gflops", {}), device)}
+    if device == "cpu" and context.get("threads", 0) < context.get("usable_cpus", 0):
+        out["threads_limited"] = thread_cost(torch, plan, context["threads"], context["usable_cpus"],
+                                             max(plan.gemm_sizes("cpu")))
+    return out
+
+
+def thread_cost(torch: Any, plan: Plan, threads: int, usable: int, n: int) -> dict[str, Any]:
+    """The measured price of a thread setting below the usable CPUs: one GEMM at both settings."""
+    sync = synchronizer(torch, "cpu")
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    gflops = {}
+    try:
+        for setting in (threads, usable):
+            torch.set_num_threads(setting)
+            seconds, _ = best_time(lambda: torch.mm(a, b), sync, plan, max_calls=100_000)
+            gflops[setting] = round(2 * n**3 / seconds / 1e9, 2)
+    finally:
+        torch.set_num_threads(threads)
+    return {"n": n, "threads": threads, "usable_cpus": usable, "gflops_at_setting": gflops[threads],
+            "gflops_at_usable": gflops[usable], "slowdown": round(gflops[usable] / gflops[threads], 2)}
+
+
+def verdict_fractions(results: list[dict[str, Any]], peaks: dict[str, float], device: str) -> dict[str, Any]:
+    """Per dtype: the median share of peak over the sizes from JUDGE_FROM_N up, and those shares."""
+    import statistics
+
+    floor = JUDGE_FROM_N["cpu" if device == "cpu" else "gpu"]
+    out: dict[str, Any] = {}
+    for dtype, peak in peaks.items():
+        rows = [r for r in results if r.get("dtype") == dtype and "gflops" in r and peak]
+        judged = [r for r in rows if r["n"] >= floor] or rows  # a quick sweep may stop below the floor
+        if judged:
+            shares = {str(r["n"]): round(r["gflops"] / peak, 3) for r in judged}
+            out[dtype] = {"median": round(statistics.median(shares.values()), 3), "by_size": shares}
+    return out
 
 
 def gemm_area(g: dict[str, Any]) -> Area:
@@ -176,23 +218,33 @@ def gemm_area(g: dict[str, Any]) -> Area:
     name = f"gemm.{device}"
     best32 = g["best_gflops"].get("float32")
     peak32 = g["peak_gflops"].get("float32")
-    frac = g["fraction_of_peak"].get("float32")
+    judged = g.get("verdict_fraction", {}).get("float32")
+    # The verdict: the median over every judged size (older reports: the best size).
+    frac = judged["median"] if judged else g["fraction_of_peak"].get("float32")
     parts = [f"best float32 {best32:.1f} GFLOP/s" if best32 is not None else "float32 failed"]
     if frac is not None:
-        parts.append(f"{frac:.0%} of an estimated {peak32:.0f}")
+        parts.append(f"median {frac:.0%} of an estimated {peak32:.0f} over n ≥ {min(map(int, judged['by_size']))}"
+                     if judged else f"{frac:.0%} of an estimated {peak32:.0f}")
     if "bfloat16" in g["best_gflops"]:
         parts.append(f"bfloat16 {g['best_gflops']['bfloat16']:.1f}")
-    details = [f"{r['dtype']} n={r['n']}: "
-               + (f"{r['gflops']:.1f} GFLOP/s ({r['us_per_call']:.0f} µs a call)" if "gflops" in r
-                  else f"failed: {r['error']}") for r in g["results"]]
+    details = ["dtype     n      GFLOP/s   % of peak   µs a call"]
+    for r in g["results"]:
+        if "gflops" not in r:
+            details.append(f"{r['dtype']:<9} {r['n']:<6} failed: {r['error']}")
+            continue
+        peak = g["peak_gflops"].get(r["dtype"])
+        share = f"{r['gflops'] / peak:>8.1%}" if peak else f"{'?':>8}"
+        details.append(f"{r['dtype']:<9} {r['n']:<6} {r['gflops']:>8.1f}   {share}   {r['us_per_call']:>10.0f}")
     details.append(f"peak estimate: {g['peak_basis']}")
     if device == "cpu":
         details.append(f"torch threads {g['threads']} (interop {g['interop_threads']}), usable CPUs {g['usable_cpus']}, "
                        f"BLAS {g['blas']}, {g['parallel_backend']} backend, {g['cpu_capability']} kernels")
     findings = []
     if frac is not None and frac < SLOW_FRACTION:
-        why = (f"The best float32 GEMM reached {best32:.1f} GFLOP/s, {frac:.1%} of the {peak32:.0f} GFLOP/s "
-               f"estimated for this device ({g['peak_basis']}).")
+        sizes = ", ".join(f"n={n}: {v:.1%}" for n, v in judged["by_size"].items()) if judged else ""
+        why = (f"float32 GEMM reached a median {frac:.1%} of the {peak32:.0f} GFLOP/s estimated for this device "
+               f"({g['peak_basis']})" + (f" over every size it was judged on ({sizes}); the best was "
+                                        f"{best32:.1f} GFLOP/s." if judged else f"; the best was {best32:.1f} GFLOP/s."))
         if device == "cpu":
             why += (f" torch uses {g['threads']} thread(s) of {g['usable_cpus']} usable CPUs"
                     + (f" ({', '.join(f'{k}={v}' for k, v in g['thread_env'].items())})" if g["thread_env"] else "")
@@ -205,6 +257,23 @@ def gemm_area(g: dict[str, Any]) -> Area:
         findings.append(Finding("bench.gemm-slow", Level.WARNING, f"GEMM on {device} is far below its estimated peak",
                                 why, fix, name, [Evidence("derived", f"torch.mm float32 on {device}",
                                                           f"{best32:.1f} GFLOP/s vs peak {peak32:.0f}")], device))
+    limited = g.get("threads_limited")
+    if limited:
+        env = ", ".join(f"{k}={v}" for k, v in g["thread_env"].items())
+        why = (f"torch uses {limited['threads']} thread(s) of {limited['usable_cpus']} usable CPUs"
+               + (f" ({env})" if env else "") + f": a {limited['n']}×{limited['n']} GEMM ran at "
+               f"{limited['gflops_at_setting']:.1f} GFLOP/s, and at {limited['gflops_at_usable']:.1f} GFLOP/s with "
+               f"{limited['usable_cpus']} threads ({limited['slowdown']:.2f}× the speed).")
+        details.append(f"thread setting: {limited['threads']} of {limited['usable_cpus']} usable CPUs costs "
+                       f"{limited['slowdown']:.2f}× on a {limited['n']}² GEMM")
+        findings.append(Finding(
+            "bench.threads-limited", Level.WARNING, f"torch on {device} uses fewer threads than it has CPUs", why,
+            "unset OMP_NUM_THREADS / MKL_NUM_THREADS (or set them to the usable CPU count) and check "
+            "torch.set_num_threads calls; keep a lower setting only where other processes share these CPUs",
+            name, [Evidence("derived", f"torch.mm float32 on {device} at {limited['threads']} and "
+                                       f"{limited['usable_cpus']} threads",
+                            f"{limited['gflops_at_setting']:.1f} vs {limited['gflops_at_usable']:.1f} GFLOP/s")],
+            device))
     return Area(name, f"GEMM on {device} ({g['name']})", ", ".join(parts), details, findings)
 
 
@@ -296,7 +365,10 @@ def compiled(torch: Any, device: str, plan: Plan) -> dict[str, Any]:
                     times[k].append(per_call(f, sync, calls[k]))
             row: dict[str, Any] = {"batch": batch}
             for k in variants:
-                row[f"{k}_us"] = round(statistics.median(times[k]) * 1e6, 2)
+                med = statistics.median(times[k])
+                row[f"{k}_us"] = round(med * 1e6, 2)
+                # The spread of the rounds, (max − min) / median: how far to trust the median.
+                row[f"{k}_spread"] = round((max(times[k]) - min(times[k])) / med, 3) if med > 0 else None
             # > 1 means faster than eager.
             for k in ("compile", "torchscript"):
                 if row.get(f"{k}_us"):
@@ -310,6 +382,17 @@ def _traced(torch: Any, eager: Callable[[Any], Any], x: Any) -> Callable[[], Any
     return lambda: traced(x)
 
 
+DISAGREE_SPREAD = 0.25  # rounds further apart than this (relative to the median) are marked
+
+
+def _spread(row: dict[str, Any], kind: str) -> str:
+    spread = row.get(f"{kind}_spread")
+    if spread is None:
+        return ""
+    mark = ", runs disagree" if spread > DISAGREE_SPREAD else ""
+    return f" ±{spread / 2:.0%}{mark}"
+
+
 def compiled_area(c: dict[str, Any]) -> Area:
     device = c["device"]
     name = f"compiled.{device}"
@@ -320,6 +403,11 @@ def compiled_area(c: dict[str, Any]) -> Area:
             if f"{kind}_speedup" in row:
                 bits.append(f"{label} {row[f'{kind}_us']:.0f} µs ({row[f'{kind}_speedup']:.2f}×)")
         parts.append(f"batch {row['batch']}: " + ", ".join(bits))
+        spreads = [f"{label}{_spread(row, kind)}" for kind, label in
+                   (("eager", "eager"), ("compile", "torch.compile"), ("torchscript", "TorchScript"))
+                   if row.get(f"{kind}_spread") is not None]
+        if spreads:
+            details.append(f"batch {row['batch']} spread over rounds (half the max−min range): " + ", ".join(spreads))
     details.append(f"{c['model']}; speedup = eager time / compiled time (below 1: slower than eager)")
     findings = []
     for kind, label in (("compile", "torch.compile"), ("torchscript", "TorchScript (torch.jit.trace)")):
@@ -370,14 +458,19 @@ def bench_report(choice: str = "all", quick: bool = False, torch_compile: bool =
     return Report("bench", facts, areas, doctor_version=__version__, extra=sections)
 
 
-def plot(report: Report, path: str) -> None:
-    """Draw the GEMM sweep (GFLOP/s against n, one line per device and dtype, peaks dashed)."""
+def plot(report: Report, path: str) -> list[str]:
+    """Draw both charts side by side and return their titles.
+
+    Left: the GEMM sweep (GFLOP/s against n, one line per device and dtype, peaks dashed).
+    Right: eager against compiled (µs per forward call, grouped by device and batch, one bar
+    per variant, whiskers spanning the rounds' spread).
+    """
     import matplotlib
 
     matplotlib.use("Agg")  # no display needed; must precede pyplot
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.5))
     for g in report.extra.get("gemm", []):
         for dtype in sorted({r["dtype"] for r in g["results"]}):
             pts = [(r["n"], r["gflops"]) for r in g["results"] if r["dtype"] == dtype and "gflops" in r]
@@ -392,11 +485,34 @@ def plot(report: Report, path: str) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("matrix size n (n×n @ n×n)")
     ax.set_ylabel("GFLOP/s")
-    ax.set_title(f"doctor bench: GEMM, torch {report.facts.get('torch_version', '')}")
+    ax.set_title(f"GEMM, torch {report.facts.get('torch_version', '')}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize="small")
+
+    groups = [(c["device"], row) for c in report.extra.get("compiled", []) for row in c["results"]]
+    kinds = [("eager", "eager"), ("compile", "torch.compile"), ("torchscript", "TorchScript")]
+    width = 0.8 / len(kinds)
+    for i, (kind, label) in enumerate(kinds):
+        xs, ys, errs = [], [], []
+        for j, (_, row) in enumerate(groups):
+            us = row.get(f"{kind}_us")
+            if us:
+                xs.append(j + (i - 1) * width)
+                ys.append(us)
+                errs.append(us * (row.get(f"{kind}_spread") or 0) / 2)
+        if xs:
+            bx.bar(xs, ys, width, yerr=errs, capsize=3, label=label)
+    bx.set_xticks(range(len(groups)), [f"{d}\nbatch {row['batch']}" for d, row in groups])
+    bx.set_yscale("log")
+    bx.set_ylabel("µs per forward call (lower is faster)")
+    bx.set_title("eager vs compiled, torchfn MLP forward")
+    bx.grid(True, axis="y", which="both", alpha=0.3)
+    if groups:
+        bx.legend(fontsize="small")
+    titles = [ax.get_title(), bx.get_title()]
     fig.tight_layout()
     try:
         fig.savefig(path, dpi=120)
     finally:
         plt.close(fig)
+    return titles

@@ -4,8 +4,10 @@ A GEMM figure means little alone (field-notes: a laptop's BLAS ran at ~4 GFLOP/s
 a comparison with what the chip could do showed it was broken). The peak estimate is
 cores × frequency × FLOPs per cycle, the last from the SIMD width in /proc/cpuinfo's
 flags, assuming two FMA pipes per core as server and desktop cores since Haswell / Zen
-have. It is an upper bound (AMD Zen 4 runs AVX-512 on 256-bit pipes, turbo clocks vary),
-good for "far below" and not for "exactly at".
+have — and the datapath width where it is narrower than the instruction set: AMD Zen 4
+(family 25 with AVX-512) executes AVX-512 on 256-bit units, so it counts as 8 float32 lanes,
+not 16; the basis line says so. It is an upper bound (turbo clocks vary), good for "far
+below" and not for "exactly at".
 """
 
 from __future__ import annotations
@@ -36,11 +38,29 @@ class Peak:
     basis: str  # the arithmetic, for the report
 
 
-def simd_of(info: CpuInfo) -> tuple[str, int]:
-    """(name, float32 FLOPs per cycle per core): lanes × 2 (FMA) × 2 pipes."""
+def x86_family(text: str | None) -> tuple[str, int | None]:
+    """(vendor_id, cpu family) from /proc/cpuinfo's first processor ("", None when absent)."""
+    vendor, family = "", None
+    for line in (text or "").splitlines()[:64]:
+        key, _, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if key == "vendor_id" and not vendor:
+            vendor = value[:32]
+        elif key == "cpu family" and family is None and value.isdigit() and len(value) < 5:
+            family = int(value)
+        if not line.strip() and (vendor or family is not None):
+            break
+    return vendor, family
+
+
+def simd_of(info: CpuInfo, vendor: str = "", family: int | None = None) -> tuple[str, int]:
+    """(name, float32 FLOPs per cycle per core): lanes of the DATAPATH × 2 (FMA) × 2 pipes."""
     f = info.flags
     if info.arch == "x86":
         if "avx512f" in f:
+            if vendor == "AuthenticAMD" and family == 25:
+                # Zen 4 decodes AVX-512 but runs it as two halves on its 256-bit FMA units.
+                return "AVX-512 on 256-bit units (AMD Zen 4, family 25)", 8 * 2 * 2
             return "AVX-512", 16 * 2 * 2
         if "avx2" in f and "fma" in f:
             return "AVX2+FMA", 8 * 2 * 2
@@ -65,9 +85,14 @@ def usable_cores(info: CpuInfo, usable_cpus: int) -> int:
     return max(1, min(physical, math.ceil(usable_cpus / per_core)))
 
 
-def estimate_peak(info: CpuInfo, usable_cpus: int, max_mhz: float | None = None) -> Peak | None:
-    """The CPU's float32 (and bf16, where native) GEMM peak, or None when it cannot be estimated."""
-    simd, per_cycle = simd_of(info)
+def estimate_peak(info: CpuInfo, usable_cpus: int, max_mhz: float | None = None, *, vendor: str = "",
+                  family: int | None = None) -> Peak | None:
+    """The CPU's float32 (and bf16, where native) GEMM peak, or None when it cannot be estimated.
+
+    `vendor` and `family` (see `x86_family`) let it use the datapath width of CPU families
+    whose units are narrower than their instruction set.
+    """
+    simd, per_cycle = simd_of(info, vendor, family)
     mhz = max_mhz or info.mhz
     if not per_cycle or not mhz:
         return None
@@ -76,7 +101,9 @@ def estimate_peak(info: CpuInfo, usable_cpus: int, max_mhz: float | None = None)
     gflops = {"float32": round(fp32, 1)}
     if bf16_native(info):
         gflops["bfloat16"] = round(2 * fp32, 1)  # a bf16 dot instruction does 2 products per fp32 lane
-    basis = f"{cores} core{'s' * (cores != 1)} × {mhz:.0f} MHz × {per_cycle} float32 FLOP/cycle ({simd}, FMA)"
+    source = "cpufreq max" if max_mhz else "cpuinfo MHz"
+    basis = (f"{cores} core{'s' * (cores != 1)} × {mhz:.0f} MHz ({source}) × {per_cycle} float32 FLOP/cycle "
+             f"({simd}, FMA, 2 pipes)")
     return Peak(gflops, cores, mhz, simd, per_cycle, basis)
 
 

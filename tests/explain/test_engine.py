@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from doctor.explain.engine import _BY_NEEDLE, explain_text, group, normalise, scan
+from doctor.explain.engine import NEEDLES, explain_text, group, normalise, scan
 
 LOGS = Path(__file__).resolve().parents[2] / "tests/fixtures/logs"
 HEADER = "main.cpp:1:10: fatal error: torch/torch.h: No such file or directory"
@@ -81,9 +81,6 @@ def test_ten_megabytes_in_well_under_a_second_of_cpu():
     found = explain_text(log)
     assert [f.id for f in found] == ["abi.mismatch"]
     assert time.process_time() - start < 2.0  # scripts/bench-explain measures it (< 1 s); slack for a busy CI
-
-
-NEEDLES = list(_BY_NEEDLE)
 
 
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)

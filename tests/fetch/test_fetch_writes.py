@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fetch_helpers import libtorch_zip
+from testsupport.fetch_helpers import libtorch_zip
 
 from doctor.fetch.pipeline import FetchOptions, fetch
 from doctor.fetch.plan import FetchRequest, resolve_plan

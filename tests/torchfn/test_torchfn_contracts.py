@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Int
 from torch import Tensor
 
 import torchfn as fn
@@ -18,7 +18,7 @@ def test_wrong_input_width_names_the_dimension():
         model(params, torch.randn(8, 3))
     message = str(err.value)
     assert "dimension 'd_in' of x is 3" in message
-    assert "params['weight'] has d_in = 4" in message
+    assert "params['0.weight'] has d_in = 4" in message and message.startswith("layer 0: linear:")
     assert "(8, 3)" in message and "(16, 4)" in message
 
 
@@ -133,3 +133,62 @@ def test_params_in_any_mapping_are_checked_the_same():
     assert layer(params, torch.ones(1, 4)).shape == (1, 2)
     with pytest.raises(fn.ContractError, match="dimension 'd_in' of x is 3"):
         layer(params, torch.ones(1, 3))
+
+
+def test_errors_name_the_layer_path_in_nested_models():
+    # Regression: a shape error deep in a model said "params['weight']", not which weight.
+    model = fn.sequential(fn.sequential(fn.linear(4, 8), fn.relu), fn.sequential(fn.linear(8, 6), fn.linear(6, 2)))
+    params = model.init(0)
+    params["1"]["1"]["weight"] = torch.zeros(2, 5)
+    with pytest.raises(fn.ContractError) as err:
+        model(params, torch.ones(3, 4))
+    assert str(err.value).startswith("layer 1.1: linear: dimension 'd_in' of x is 6, but params['1.1.weight'] has "
+                                     "d_in = 5"), err.value
+    assert err.value.path == ("1", "1")
+
+
+def test_a_missing_child_is_named():
+    # Regression: a params tree without child '2' failed inside linear with "no entry 'weight'".
+    model = fn.mlp([4, 8, 2])
+    params = model.init(0)
+    del params["2"]
+    with pytest.raises(fn.ContractError, match=r"params have no entry '2' for child 2 \(linear\(8→2\)\)"):
+        model(params, torch.ones(3, 4))
+    del params["1"]  # relu's empty entry may be absent, as in a state_dict
+    params["2"] = model.init(0)["2"]
+    assert model(params, torch.ones(3, 4)).shape == (3, 2)
+
+
+def test_conv2d_rejects_a_5d_input():
+    conv = fn.conv2d(2, 4, 3)
+    with pytest.raises(fn.ContractError, match=r"conv2d: x has 5 dimensions \(1, 1, 2, 8, 8\), expected 4"):
+        conv(conv.init(0), torch.zeros(1, 1, 2, 8, 8))
+    assert conv(conv.init(0), torch.zeros(2, 8, 8)).shape == (4, 6, 6)
+
+
+def test_autocast_activations_meet_float32_params():
+    # Regression: under autocast the first layer's bf16 output broke the next layer's dtype contract.
+    model = fn.mlp([4, 8, 2])
+    params = model.init(0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(params, torch.ones(3, 4))
+    assert out.dtype == torch.bfloat16
+    with pytest.raises(fn.ContractError, match="x is bfloat16 but params\\['weight'\\] is float32"):
+        fn.linear(4, 2)(fn.linear(4, 2).init(0), torch.ones(3, 4, dtype=torch.bfloat16))
+
+
+def test_an_int_index_with_a_float_table_is_a_valid_contract():
+    @fn.contract()
+    def lookup(table: Float[Tensor, "vocab d"], idx: Int[Tensor, "n"]) -> Float[Tensor, "n d"]:
+        return table[idx]
+
+    assert lookup(torch.ones(10, 3), torch.tensor([1, 2])).shape == (2, 3)
+    with pytest.raises(fn.ContractError, match="idx has dtype float32, expected one of"):
+        lookup(torch.ones(10, 3), torch.ones(2))
+    # Two floats must still agree with each other.
+    @fn.contract()
+    def add(a: Float[Tensor, "n"], b: Float[Tensor, "n"]) -> Float[Tensor, "n"]:
+        return a + b
+
+    with pytest.raises(fn.ContractError, match="b is float64 but a is float32"):
+        add(torch.ones(2), torch.ones(2, dtype=torch.float64))

@@ -103,3 +103,26 @@ def test_unsaveable_things_are_refused(tmp_path):
     with pytest.raises(ValueError, match=r"metadata keys \['torchfn.tree'\] are torchfn's own"):
         fn.save(tmp_path / "x.safetensors", {"a": torch.ones(1)}, metadata={"torchfn.tree": "{}"})
     assert not list(tmp_path.iterdir())  # nothing half-written left behind
+
+
+def test_a_plain_file_of_a_deep_model_loads_in_the_models_order(tmp_path, data):
+    # Regression: safetensors lists tensors in string order ('0', '10', '2'), and `load`
+    # gave them back so: optimizer state from model.init then no longer lined up.
+    from safetensors.torch import save_file
+
+    x, y = data
+    model = fn.mlp([8] + [6] * 11 + [3])  # 12 linears: children 0, 2, ..., 22
+    params = model.init(fn.key(0))
+    save_file(fn.to_state_dict(params), str(tmp_path / "plain.safetensors"))
+    loaded = fn.load(tmp_path / "plain.safetensors")
+    assert list(loaded) == [k for k in params if params[k]] and list(loaded)[:6] == ["0", "2", "4", "6", "8", "10"]
+    shaped = fn.load(tmp_path / "plain.safetensors", like=params)
+    assert [k for k, _ in fn.tree.with_paths(shaped)] == [k for k, _ in fn.tree.with_paths(params)]
+    opt = fn.adam()
+    step = fn.train_step(lambda p, b: fn.cross_entropy(model(p, b[0]), b[1]), opt)
+    p1, _, l1 = step(params, opt.init(params), (x, y), 1e-2)
+    p2, _, l2 = step(loaded, opt.init(params), (x, y), 1e-2)
+    assert torch.equal(l1, l2)
+    wider = {**params, "22": {**params["22"], "extra": torch.ones(1)}}
+    with pytest.raises(ValueError, match=r"missing \['22.extra'\]"):
+        fn.load(tmp_path / "plain.safetensors", like=wider)

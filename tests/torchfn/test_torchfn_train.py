@@ -119,6 +119,32 @@ def test_compile_true_compiles_here_and_matches_eager(data):
     assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(fn.leaves(pc), fn.leaves(pe)))
 
 
+@pytest.mark.slow
+def test_compile_true_with_dropout_keys_compiles_the_whole_step(data):
+    # Regression: a dropout key made a torch.Generator inside the compiled region, which
+    # broke the graph, and the step silently ran (partly) eagerly. Now the whole step is one
+    # fullgraph compile — a break would raise and show up as a CompileFallbackWarning here.
+    model = fn.mlp(SIZES, dropout_p=0.3)
+    opt = fn.momentum(0.9)
+    params = model.init(fn.key(0))
+    compiled = fn.train_step(_loss(model), opt, compile=True)
+    eager = fn.train_step(_loss(model), opt)
+    pc, sc = params, opt.init(params)
+    pe, se = params, opt.init(params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fn.CompileFallbackWarning)
+        for i in range(3):
+            pc, sc, lc = compiled(pc, sc, data, 0.05, fn.key(i))
+            pe, se, le = eager(pe, se, data, 0.05, fn.key(i))
+            assert torch.allclose(lc, le, atol=1e-5), (i, lc, le)
+    assert compiled.compile_error == []
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(fn.leaves(pc), fn.leaves(pe)))
+    # The key reached dropout inside the graph: another key, another loss.
+    _, _, other = compiled(params, opt.init(params), data, 0.05, fn.key(99))
+    _, _, first = compiled(params, opt.init(params), data, 0.05, fn.key(0))
+    assert not torch.equal(other, first)
+
+
 FALLBACK_SCRIPT = textwrap.dedent("""
     import torch, torchfn as fn
     model = fn.mlp([4, 8, 2])

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from doctor.model import Level
-from doctor.workload.bench import compiled_area, gemm_area
-from support import doctor_subprocess
+from doctor.workload.bench import compiled_area, gemm_area, verdict_fractions
+from testsupport.support import doctor_subprocess
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -31,7 +33,10 @@ def test_bench_json_has_all_three_sections_and_plots(tmp_path):
     for row in compiled["results"]:
         assert row["eager_us"] > 0 and row["compile_speedup"] > 0 and row["torchscript_speedup"] > 0
     assert {a["name"] for a in report["areas"]} == {"gemm.cpu", "dispatch.cpu", "compiled.cpu"}
-    assert png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 5000
+    data = png.read_bytes()
+    assert data[:8] == PNG_MAGIC and png.stat().st_size > 5000
+    # Both charts, side by side: the IHDR width is that of the 13-inch figure at 120 dpi.
+    assert int.from_bytes(data[16:20], "big") == 13 * 120
 
 
 def test_bench_reports_a_compile_failure_instead_of_crashing(tmp_path):
@@ -61,13 +66,28 @@ def test_a_gemm_far_below_the_peak_warns_with_the_thread_settings():
     area = gemm_area(_gemm(4.0, threads=1, env={"OMP_NUM_THREADS": "1"}))
     finding, = area.findings
     assert (finding.id, finding.level) == ("bench.gemm-slow", Level.WARNING)
-    assert "4.0 GFLOP/s, 0.8% of the 500 GFLOP/s" in finding.detail
+    assert "float32 GEMM reached a median 0.8% of the 500 GFLOP/s" in finding.detail
     assert "1 thread(s) of 8 usable CPUs (OMP_NUM_THREADS=1); BLAS: OpenBLAS 0.3.21" in finding.detail
     assert "OMP_NUM_THREADS" in finding.fix
 
 
 def test_a_gemm_near_the_peak_is_fine():
     assert gemm_area(_gemm(300.0, threads=8)).findings == []
+
+
+def test_the_verdict_uses_every_size_not_the_best():
+    # Regression: one good size (a lucky round) hid a sweep that was slow everywhere else.
+    results = [{"dtype": "float32", "n": n, "gflops": g, "us_per_call": 1.0, "calls_per_round": 1}
+               for n, g in ((64, 5.0), (256, 20.0), (512, 300.0), (1024, 25.0))]
+    g = {**_gemm(300.0, threads=8), "results": results,
+         "verdict_fraction": verdict_fractions(results, {"float32": 500.0}, "cpu")}
+    assert g["verdict_fraction"]["float32"] == {"median": 0.05, "by_size": {"256": 0.04, "512": 0.6, "1024": 0.05}}
+    finding, = gemm_area(g).findings
+    assert "median 5.0%" in finding.detail and "n=256: 4.0%, n=512: 60.0%, n=1024: 5.0%" in finding.detail
+    assert "the best was 300.0 GFLOP/s" in finding.detail
+    area = gemm_area(g)
+    assert area.details[0].split() == ["dtype", "n", "GFLOP/s", "%", "of", "peak", "µs", "a", "call"]
+    assert area.details[3].split()[:4] == ["float32", "512", "300.0", "60.0%"]
 
 
 def test_compiled_area_prints_ratios_and_names_slower_than_eager():
@@ -78,3 +98,23 @@ def test_compiled_area_prints_ratios_and_names_slower_than_eager():
     area = compiled_area(c)
     assert area.summary == "batch 1: eager 40 µs, torch.compile 80 µs (0.50×), TorchScript 20 µs (2.00×)"
     assert area.findings == []
+    c["results"][0].update(eager_spread=0.1, compile_spread=0.6, torchscript_spread=0.02)
+    line = compiled_area(c).details[0]
+    assert line == ("batch 1 spread over rounds (half the max−min range): eager ±5%, "
+                    "torch.compile ±30%, runs disagree, TorchScript ±1%")
+
+
+def test_a_thread_setting_below_the_usable_cpus_warns_with_its_measured_cost(tmp_path):
+    env = {"OMP_NUM_THREADS": "1"}
+    proc = doctor_subprocess("bench", "--quick", "--device", "cpu", "--no-compile", "--json", env=env)
+    report = json.loads(proc.stdout)
+    gemm, = report["gemm"]
+    if gemm["usable_cpus"] < 2:
+        pytest.fail("this test needs a machine with at least 2 usable CPUs")
+    limited = gemm["threads_limited"]
+    assert (limited["threads"], limited["usable_cpus"]) == (1, gemm["usable_cpus"])
+    assert limited["gflops_at_setting"] > 0 and limited["gflops_at_usable"] > 0
+    finding, = [f for f in report["findings"] if f["id"] == "bench.threads-limited"]
+    assert finding["level"] == "warning"
+    assert f"torch uses 1 thread(s) of {gemm['usable_cpus']} usable CPUs (OMP_NUM_THREADS=1)" in finding["detail"]
+    assert f"{limited['gflops_at_setting']:.1f} GFLOP/s" in finding["detail"]

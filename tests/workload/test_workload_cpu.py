@@ -14,19 +14,26 @@ from doctor.workload.cpu import (
     parse_parallel_info,
     parse_torch_config,
     usable_cores,
+    x86_family,
 )
 
 
-def test_epyc_with_avx512(fixture_text):
-    info = parse_cpuinfo(fixture_text("cpuinfo-amd-epyc-avx512-2cpu.txt"))
+def test_epyc_zen4_runs_avx512_on_256_bit_units(fixture_text):
+    text = fixture_text("cpuinfo-amd-epyc-avx512-2cpu.txt")
+    info = parse_cpuinfo(text)
     assert (info.model, info.logical, info.physical_cores, info.arch) == ("AMD EPYC", 2, 2, "x86")
     assert info.mhz == 2596.156
-    peak = estimate_peak(info, usable_cpus=2)
-    assert peak.simd == "AVX-512" and peak.flops_per_cycle == 64
-    assert peak.gflops == {"float32": 332.3, "bfloat16": 664.6}  # 2 × 2596.156 MHz × 64; bf16 is native
-    assert peak.basis == "2 cores × 2596 MHz × 64 float32 FLOP/cycle (AVX-512, FMA)"
+    assert x86_family(text) == ("AuthenticAMD", 25)  # family 25 model 17: Zen 4 (Genoa)
+    peak = estimate_peak(info, usable_cpus=2, vendor="AuthenticAMD", family=25)
+    assert peak.simd == "AVX-512 on 256-bit units (AMD Zen 4, family 25)" and peak.flops_per_cycle == 32
+    assert peak.gflops == {"float32": 166.2, "bfloat16": 332.3}  # 2 × 2596.156 MHz × 32; bf16 is native
+    assert peak.basis == ("2 cores × 2596 MHz (cpuinfo MHz) × 32 float32 FLOP/cycle "
+                          "(AVX-512 on 256-bit units (AMD Zen 4, family 25), FMA, 2 pipes)")
     # A process pinned to one CPU can use one core's pipes.
-    assert estimate_peak(info, usable_cpus=1).gflops["float32"] == 166.2
+    assert estimate_peak(info, usable_cpus=1, vendor="AuthenticAMD", family=25).gflops["float32"] == 83.1
+    # Without the family (or on a full-width AVX-512 part) the 512-bit datapath counts.
+    full = estimate_peak(info, usable_cpus=2)
+    assert full.simd == "AVX-512" and full.flops_per_cycle == 64 and full.gflops["float32"] == 332.3
 
 
 def test_aarch64_needs_the_cpufreq_file_for_a_frequency(fixture_text):
