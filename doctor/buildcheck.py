@@ -13,10 +13,8 @@ about a second. mode "full": <torch/torch.h> and a tensor op, about 17 s on 2 co
 from __future__ import annotations
 
 import shlex
-import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from doctor.host import Host, RunResult
 from doctor.model import Area, Evidence, Finding, Level
@@ -105,9 +103,10 @@ def build_check(host: Host, install, mode: str = "c10") -> BuildResult:
     if mode == "full" and any("torch_cuda" in lib for lib in install.libraries):
         libs = ["-Wl,--no-as-needed", "-ltorch_cuda", "-Wl,--as-needed", *libs]
 
-    with tempfile.TemporaryDirectory(prefix="torch-doctor-probe-") as tmp:
-        source, exe = Path(tmp) / "probe.cpp", Path(tmp) / "probe"
-        source.write_text(PROGRAMS[mode])
+    with host.temp_dir("torch-doctor-probe-") as tmp:  # writes go through the Host door
+        host.create_new(tmp / "probe.cpp", PROGRAMS[mode])
+        # What the compiler sees: the real paths of the Host's files.
+        source, exe = host.real(tmp / "probe.cpp"), host.real(tmp / "probe")
         # The user's CXXFLAGS come after ours, so theirs win, as in their own build.
         argv = [*cxx, std, *flags, *cxxflags, str(source), "-o", str(exe), *ldflags, *libs]
         details = [f"compile: {shlex.join(argv)}", *(f"with {line}" for line in emitted)]
@@ -160,11 +159,11 @@ def _emitted(host: Host, install) -> tuple[dict[str, str], list[str], list[str]]
 
 
 def _explain(host: Host, install, result: RunResult, step: str, argv: list[str]) -> list[Finding]:
-    from doctor.explain import MachineFacts, explain_text
+    from doctor.explain_machine import explain_on, machine_facts
 
     # The command line leads the text, as make would echo it, so its -D flags count as context.
     text = f"{shlex.join(argv)}\n{result.stdout}\n{result.stderr}"
-    findings = explain_text(text, MachineFacts.from_host(host, install), source=f"build probe {step} output")
+    findings = explain_on(host, text, machine_facts(host, install), source=f"build probe {step} output")
     for f in findings:
         f.area = "build"
         f.evidence.insert(0, Evidence("command", shlex.join(argv), f"exit {result.returncode}"))

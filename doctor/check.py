@@ -13,6 +13,7 @@ from doctor.model import Area, Finding, Level, Report
 ENV_KEYS = (
     "LIBTORCH", "LIBTORCH_INCLUDE", "LIBTORCH_LIB", "LIBTORCH_CXX11_ABI", "LIBTORCH_USE_PYTORCH",
     "LIBTORCH_HOME", "LIBTORCH_VERSION", "LIBTORCH_CUDA_VERSION", "LIBTORCH_SKIP_DOWNLOAD",
+    "LIBTORCH_STATIC", "LIBTORCH_BYPASS_VERSION_CHECK", "TORCH_CUDA_VERSION",
     "Torch_DIR", "CMAKE_PREFIX_PATH", "CPATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH",
     "LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH", "CXX", "CXXFLAGS", "CPPFLAGS", "CONDA_PREFIX",
     "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "HIP_VISIBLE_DEVICES", "CUDA_HOME", "DOCTOR_GPU_BACKEND",
@@ -23,7 +24,7 @@ ENV_KEYS = (
 )
 
 
-def gather_facts(host: Host, backend: str | None = None) -> dict:
+def gather_facts(host: Host, backend: str | None = None, cargo_lock: str | None = None) -> dict:
     """Every probe, independent ones in parallel. Keys are the JSON `facts` sections."""
     from doctor.probe.libtorch import detect_libtorch, libtorch_home
     from doctor.probe.loader import detect_loader, read_ld_cache
@@ -35,8 +36,13 @@ def gather_facts(host: Host, backend: str | None = None) -> dict:
         python = detect_python_torch(host)
         return python, detect_libtorch(host, python)
 
+    from doctor.cuda_stack_check import start_cuda_stack
+
     ld_cache = read_ld_cache(host)
-    with ThreadPoolExecutor(max_workers=4) as pool:
+    # Every probe that runs commands starts first (the interpreter probe, nvcc, compilers: the
+    # critical path, issue 19); the file-reading probes run in this thread meanwhile.
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        cuda_stack = start_cuda_stack(pool, host)
         gpu = pool.submit(_detect_gpus, host, ld_cache)
         toolchain = pool.submit(detect_toolchain, host)
         system = pool.submit(detect_system, host, ld_cache, str(libtorch_home(host)))
@@ -58,8 +64,23 @@ def gather_facts(host: Host, backend: str | None = None) -> dict:
         }
         if gpu_error:
             facts["gpu_error"] = gpu_error
-        facts.update(_cuda_stack_facts(host, ld_cache, libtorch, python))  # issue 13: doctor/cuda_stack_check.py
+        facts.update(_client_facts(host, python, libtorch, cargo_lock))  # issue 18: tch-rs, Hasktorch
+        facts.update(_cuda_stack_facts(host, ld_cache, libtorch, python, cuda_stack))  # issue 13: doctor/cuda_stack_check.py
+        facts["platform_tree"] = _platform_tree_facts(host, active)  # issue 14: macOS / Windows trees
         return facts
+
+
+def _platform_tree_facts(host: Host, active):
+    from doctor.probe.platform_tree import detect_platform_tree
+
+    if active is None or not active.exists:
+        return None
+    apple = None
+    if host.system == "Darwin":
+        from doctor.probe.apple import detect_apple
+
+        apple = detect_apple(host, 5.0)
+    return detect_platform_tree(host, active.lib_dir, apple)
 
 
 def _guarded(future) -> tuple[object, str | None]:
@@ -135,6 +156,18 @@ def build_areas(facts: dict, host: Host) -> list[Area]:
     from doctor.cuda_stack_check import cuda_stack_areas
 
     areas.extend(cuda_stack_areas(facts))
+    from doctor.diagnose.platform_tree import platform_area
+
+    platform = platform_area(facts.get("platform_tree"))
+    if platform is not None:
+        areas.append(platform)
+
+    from doctor.diagnose.clients import clients_area
+
+    clients = clients_area(facts.get("tch"), _tch_tree(facts), facts.get("hasktorch"),
+                           facts.get("stale_builds", []), facts.get("tch_relevant", False))
+    if clients is not None:
+        areas.append(clients)
     if facts["gpu"] is not None:
         from doctor.diagnose.gpu import Platform, gpu_area
 
@@ -172,15 +205,42 @@ def _flag_truncated_output(host: Host, areas: list[Area]) -> list[Area]:
     return [dataclasses.replace(areas[0], findings=[*areas[0].findings, *findings]), *areas[1:]]
 
 
-def _cuda_stack_facts(host: Host, ld_cache: dict[str, list[str]], libtorch, python) -> dict:
+def _client_facts(host: Host, python, libtorch, cargo_lock: str | None = None) -> dict:
+    """How tch-rs and Hasktorch would resolve libtorch here, and stale build folders."""
+    from doctor.probe.client_builds import stale_builds, stale_cabal_builds
+    from doctor.probe.hasktorch_cache import hasktorch_request
+    from doctor.probe.tchrs import relevant, resolve_tch
+
+    tch = resolve_tch(host, python, cargo_lock)
+    active = libtorch.active_install
+    lib_dir = active.lib_dir if active and active.exists else None
+    cuda = bool(active and any("cuda" in n for n in active.libraries))
+    return {
+        "tch": tch,
+        "tch_relevant": relevant(host, tch),
+        "hasktorch": hasktorch_request(host),
+        "stale_builds": [*stale_builds(host, lib_dir, cuda), *stale_cabal_builds(host, lib_dir, cuda)],
+    }
+
+
+def _tch_tree(facts: dict):
+    """The libtorch candidate whose lib dir tch-rs would link, for its ABI and version."""
+    tch = facts.get("tch")
+    if tch is None or not tch.lib_dir:
+        return None
+    return next((c for c in facts["libtorch"].candidates if c.lib_dir == tch.lib_dir), None)
+
+
+def _cuda_stack_facts(host: Host, ld_cache: dict[str, list[str]], libtorch, python, started=None) -> dict:
     from doctor.cuda_stack_check import gather_cuda_stack
 
-    return gather_cuda_stack(host, ld_cache, libtorch, python)
+    return gather_cuda_stack(host, ld_cache, libtorch, python, started)
 
 
 def run_check(host: Host, requirements: Sequence = (), strict: bool = False, policy=None,
-              build: str | None = None, backend: str | None = None, binary: str | None = None) -> Report:
-    facts = gather_facts(host, backend)
+              build: str | None = None, backend: str | None = None, binary: str | None = None,
+              cargo_lock: str | None = None) -> Report:
+    facts = gather_facts(host, backend, cargo_lock)
     areas = build_areas(facts, host)
     if binary:
         from doctor.cuda_stack_check import binary_check
@@ -201,3 +261,19 @@ def run_check(host: Host, requirements: Sequence = (), strict: bool = False, pol
         report = apply_policy(report, policy)
     return report
 
+
+def load_policy(host: Host, doctor_version: str | None = None):
+    """The policy of the project in `host.cwd` (doctor/policy.py), or None when it has none.
+
+    The files are read here, through the Host; doctor.policy only parses their text."""
+    from pathlib import PurePath
+
+    from doctor.policy import FILES, PolicyFile, policy_from_files
+
+    files = []
+    for name in FILES:
+        path = PurePath(host.cwd) / name
+        text = host.read_text(path)
+        irregular = text is None and host.exists(path) and not host.is_regular(path)
+        files.append(PolicyFile(str(path), name, text, irregular))
+    return policy_from_files(files, doctor_version)

@@ -70,8 +70,9 @@ def cli() -> None:
 def main(argv: list[str] | None = None) -> int:
     from doctor.errors import DoctorError
 
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        rv = cli.main(args=argv, prog_name="doctor", standalone_mode=False)
+        rv = cli.main(args=args, prog_name="doctor", standalone_mode=False)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at exit
     except (click.exceptions.Abort, KeyboardInterrupt):
         _say("Interrupted.")
@@ -79,16 +80,15 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return _broken_pipe()
     except click.ClickException as exc:
-        exc.show()
-        return 2 if isinstance(exc, click.UsageError) else exc.exit_code
+        if isinstance(exc, _NO_ARGS_IS_HELP):  # bare `doctor` (click >= 8.2): the help, as before
+            exc.show()
+            return 2
+        return _fail(args, *_click_error(exc))
     except DoctorError as exc:
-        _say(f"error: {exc.message}")
-        if exc.hint:
-            _say(f"hint: {exc.hint}")
-        return exc.exit_code
+        return _fail(args, exc.exit_code, exc.id, exc.message, exc.hint)
     except Exception:  # the doctor itself crashed: say so, keep the details, and how to report it
         text = traceback.format_exc()
-        where = write_crash_report(text, argv if argv is not None else sys.argv[1:])
+        where = write_crash_report(text, args)
         _say(text)
         _say(
             f"torch-doctor {__version__} crashed (a bug, not your setup).\n"
@@ -97,8 +97,77 @@ def main(argv: list[str] | None = None) -> int:
             + (" (saved in the crash report)" if where else "")
             + " and `doctor check --json`."
         )
+        command = json_command(args)
+        if command:
+            hint = f"a bug in torch-doctor {__version__}: please report it" + (f" with {where}" if where else "")
+            _print_json_error(command, 3, "internal.crash", text.strip().splitlines()[-1][:500], hint)
         return 3
     return rv if isinstance(rv, int) else 0
+
+
+def _fail(args: list[str], code: int, id: str, message: str, hint: str) -> int:
+    """The one error voice: `error: …` and `hint: …` on stderr; under --json the envelope with
+    the same error on stdout too, so a consumer always gets JSON."""
+    if code == 2 and not hint:  # every usage error says where to look
+        command = next((w for w in args if w in COMMANDS), None)
+        hint = f"see `doctor{' ' + command if command else ''} --help`"
+    _say(f"error: {message}")
+    if hint:
+        _say(f"hint: {hint}")
+    command = json_command(args)
+    if command:
+        _print_json_error(command, code, id, message, hint)
+    return code
+
+
+def _print_json_error(command: str, code: int, id: str, message: str, hint: str) -> None:
+    from doctor.render.json import dumps, error_envelope
+
+    try:
+        click.echo(dumps(error_envelope(command, code, id, message, hint)))
+        sys.stdout.flush()
+    except OSError:  # stdout closed: the exit code and stderr are what is left
+        pass
+
+
+# click 8.2+ signals a bare `doctor` with this UsageError; 8.1 prints the help itself.
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+# click's usage errors by kind -> the error id (docs/json-schema.md lists them)
+_CLICK_IDS = (
+    (click.exceptions.NoSuchOption, "usage.bad-option"),
+    (click.exceptions.BadOptionUsage, "usage.bad-option"),
+    (click.exceptions.MissingParameter, "usage.missing-parameter"),
+    (click.exceptions.BadParameter, "usage.bad-value"),
+    (click.exceptions.BadArgumentUsage, "usage.bad-argument"),
+)
+
+
+def _click_error(exc: click.ClickException) -> tuple[int, str, str, str]:
+    """(exit code, id, message, hint) for an error click raised, in the doctor's own voice
+    instead of click's "Usage: … Error: …" block."""
+    message = exc.format_message()
+    if isinstance(exc, click.UsageError):
+        ctx = exc.ctx
+        path = ctx.command_path if ctx is not None else "doctor"
+        error_id = next((i for kind, i in _CLICK_IDS if isinstance(exc, kind)), "usage.bad-input")
+        if message.startswith("No such command"):
+            error_id = "usage.no-such-command"
+        return 2, error_id, message, f"see `{path} --help`"
+    return exc.exit_code, "io.file-error", message, ""
+
+
+def json_command(args: list[str]) -> str | None:
+    """The command whose output was asked for as JSON (`--json`, `--format json`), or None.
+    Read from the raw arguments, so that an error click raises while parsing them (before any
+    command runs) is JSON too. Arguments after `--` belong to another program."""
+    words = args[: args.index("--")] if "--" in args else args
+    command = next((w for w in words if w in COMMANDS), None)
+    if command is None:
+        return None
+    wants = "--json" in words or "--format=json" in words
+    wants = wants or any(a == "--format" and b == "json" for a, b in zip(words, words[1:]))
+    return command if wants else None
 
 
 def _say(text: str) -> None:
@@ -141,15 +210,18 @@ def write_crash_report(text: str, argv: list[str]) -> str | None:
         f"python: {sys.version.split()[0]} on {platform.platform()}\n\n{text}"
     )
     name = f"crash-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{os.getpid()}.txt"
+    from doctor.errors import DoctorError
+    from doctor.host import Host
+
+    host = Host.from_system()
+    data = body.encode("utf-8", "backslashreplace")
     for folder in (os.path.join(crash_dir(), "crashes"), tempfile.gettempdir()):
+        path = os.path.join(folder, name)
         try:
-            os.makedirs(folder, exist_ok=True)
-            path = os.path.join(folder, name)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
-                fh.write(body)
+            host.mkdirs(folder)
+            host.create_new(path, data, mode=0o600)  # never over a file, never through a link
             return path
-        except OSError:
+        except (DoctorError, OSError):
             continue
     return None
 

@@ -7,7 +7,17 @@ from doctor.host import Host
 from doctor.model import Area
 
 
-def gather_cuda_stack(host: Host, ld_cache: dict[str, list[str]], libtorch=None, python=None) -> dict:
+def start_cuda_stack(pool, host: Host) -> dict:
+    """Submit the probes that need nothing else (subprocesses: nvcc, the interpreter) to `pool`,
+    so check starts them first; hand the result to gather_cuda_stack(started=...)."""
+    from doctor.probe.cuda_toolkit import detect_cuda_toolkit
+    from doctor.probe.pyenv import detect_pyenv
+
+    return {"cuda_toolkit": pool.submit(detect_cuda_toolkit, host), "pyenv": pool.submit(detect_pyenv, host)}
+
+
+def gather_cuda_stack(host: Host, ld_cache: dict[str, list[str]], libtorch=None, python=None,
+                      started: dict | None = None) -> dict:
     """Facts keys: `cuda_toolkit`, `cuda_libs`, `libstdcxx`, `pyenv`."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -21,8 +31,8 @@ def gather_cuda_stack(host: Host, ld_cache: dict[str, list[str]], libtorch=None,
     # The toolkit (nvcc, the host compiler) and the interpreter are subprocesses: run them side by side
     # with the ELF reading.
     with ThreadPoolExecutor(max_workers=3) as pool:
-        toolkit = pool.submit(detect_cuda_toolkit, host)
-        pyenv = pool.submit(detect_pyenv, host)
+        toolkit = started["cuda_toolkit"] if started else pool.submit(detect_cuda_toolkit, host)
+        pyenv = started["pyenv"] if started else pool.submit(detect_pyenv, host)
         libs = pool.submit(detect_cuda_libs, host, lib_dir, python.location if python is not None else None, ld_cache)
         cxx = detect_libstdcxx(host, lib_dir, ld_cache, host.python)
         return {"cuda_toolkit": toolkit.result(), "cuda_libs": libs.result(), "libstdcxx": cxx, "pyenv": pyenv.result()}

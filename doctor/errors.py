@@ -1,4 +1,11 @@
-"""User-facing errors: one line saying what was wrong and what to do; the CLI maps them to exit codes."""
+"""User-facing errors: one line saying what was wrong and what to do; the CLI maps them to exit codes.
+
+Each error carries a stable `id` (as pip's DiagnosticPipError carries a `reference`): the
+`error.id` of the JSON envelope (docs/json-schema.md), so a CI script can tell "the download
+failed" from "the lock file disagrees" without matching message text. Ids are
+`<area>.<what>`: `usage.*` for bad input (exit 2), `io.<errno>` for file-system errors,
+`fetch.*`, `lock.*`, `emit.*`, ... for the rest; `error` when nothing more precise was given.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +14,13 @@ class DoctorError(Exception):
     """A problem the user can fix. Exit code 1 unless `exit_code` says otherwise."""
 
     exit_code = 1
+    default_id = "error"
 
-    def __init__(self, message: str, hint: str = "") -> None:
+    def __init__(self, message: str, hint: str = "", error_id: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.id = error_id or self.default_id  # `error.id` in the JSON envelope
 
     def __str__(self) -> str:
         return f"{self.message} ({self.hint})" if self.hint else self.message
@@ -21,3 +30,4 @@ class UsageError(DoctorError):
     """Bad input on the command line or in a policy file: exit code 2."""
 
     exit_code = 2
+    default_id = "usage.bad-input"

@@ -169,6 +169,77 @@ class Host:
             return len(os.sched_getaffinity(0))
         return os.cpu_count() or 1
 
+    # -- writes: the same root mapping; an OSError becomes a DoctorError (doctor/writes.py) --
+
+    def write_atomic(self, path: str | os.PathLike[str], data: bytes | str, *, mode: int = 0o644,
+                     follow: bool = False, doing: str = "write", instead: str = "") -> None:
+        """Replace the file at `path` with `data` in one step (temp file beside it, fsync,
+        rename); parents are created. `follow`: a symlink there is followed (a path the user
+        named), else it is replaced, never written through."""
+        from doctor import writes
+
+        real = self.real(path)
+        payload = data.encode("utf-8") if isinstance(data, str) else data
+        try:
+            writes.mkdirs(real.parent)
+            writes.atomic_write(real, payload, mode=mode, follow=follow)
+        except (OSError, ValueError) as exc:
+            raise _translate(exc, doing, path, instead) from None
+
+    def create_new(self, path: str | os.PathLike[str], data: bytes | str, *, mode: int = 0o644,
+                   doing: str = "create", instead: str = "") -> None:
+        """Create `path` with `data`; never over an existing file or through a symlink at the
+        final name (O_EXCL | O_NOFOLLOW). FileExistsError is left to the caller to word."""
+        from doctor import writes
+
+        payload = data.encode("utf-8") if isinstance(data, str) else data
+        try:
+            writes.create_new(self.real(path), payload, mode=mode)
+        except FileExistsError:
+            raise
+        except (OSError, ValueError) as exc:
+            raise _translate(exc, doing, path, instead) from None
+
+    def append(self, path: str | os.PathLike[str], data: bytes | str, *, doing: str = "append to",
+               instead: str = "") -> None:
+        """Append `data` to the regular file at `path` (created when missing)."""
+        from doctor import writes
+
+        payload = data.encode("utf-8") if isinstance(data, str) else data
+        try:
+            writes.append(self.real(path), payload)
+        except (OSError, ValueError) as exc:
+            raise _translate(exc, doing, path, instead) from None
+
+    def mkdirs(self, path: str | os.PathLike[str], *, instead: str = "") -> None:
+        from doctor import writes
+
+        try:
+            writes.mkdirs(self.real(path))
+        except (OSError, ValueError) as exc:
+            raise _translate(exc, "create the folder", path, instead) from None
+
+    def file_size(self, path: str | os.PathLike[str]) -> int:
+        from doctor import writes
+
+        return writes.file_size(self.real(path))
+
+    def temp_dir(self, prefix: str) -> _TempDir:
+        """A fresh private folder under $TMPDIR (mapped under the root), removed on exit. The
+        context value is the user-visible path; `host.real()` of it is what commands see."""
+        import tempfile
+
+        base = Path(self.env.get("TMPDIR") or tempfile.gettempdir()) if self.root == Path("/") else Path("/tmp")
+        real_base = self.real(base)
+        try:
+            if self.root != Path("/"):
+                real_base.mkdir(parents=True, exist_ok=True)
+            real = Path(tempfile.mkdtemp(prefix=prefix, dir=real_base))
+        except (OSError, ValueError) as exc:
+            raise _translate(exc, "create a temporary folder in", base,
+                             "point TMPDIR at a writable folder") from None
+        return _TempDir(base / real.name, real)
+
     # -- environment and commands --
 
     @property
@@ -203,7 +274,7 @@ class Host:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                env=dict(env if env is not None else self.env),
+                env=dict(env if env is not None else _child_env(self)),
                 cwd=real_cwd if _safely(real_cwd.is_dir) else None,
                 start_new_session=os.name == "posix",
             )
@@ -230,6 +301,28 @@ class Host:
             return RunResult(argv, None, out, err, timed_out=True, error=f"{argv[0]} timed out after {timeout:g} s",
                              seconds=time.monotonic() - start, truncated=truncated)
         return RunResult(argv, proc.returncode, out, err, seconds=time.monotonic() - start, truncated=truncated)
+
+
+def _translate(exc: Exception, doing: str, path, instead: str):
+    from doctor.errors import DoctorError
+    from doctor.writes import os_error
+
+    if isinstance(exc, OSError):
+        return os_error(exc, doing, path, instead)
+    return DoctorError(f"cannot {doing} {path!r}: {exc}", "a path cannot hold a NUL byte", error_id="io.bad-path")
+
+
+class _TempDir:
+    def __init__(self, path: Path, real: Path) -> None:
+        self.path, self.real = path, real
+
+    def __enter__(self) -> Path:
+        return self.path
+
+    def __exit__(self, *exc) -> None:
+        from doctor.writes import rmtree
+
+        rmtree(self.real)
 
 
 def _safely(predicate) -> bool:
@@ -294,3 +387,46 @@ def _kill_group(proc: subprocess.Popen) -> None:
             proc.kill()
     except (ProcessLookupError, PermissionError):
         pass
+
+
+_CHILD_ENV: dict[tuple[int, str], dict[str, str]] = {}
+
+
+def _child_env(host: Host) -> dict[str, str]:
+    """The environment for a command the doctor runs: the host's, with LD_LIBRARY_PATH entries
+    that cannot hold a library (missing, not a directory, an empty directory, a repeat) left
+    out. The loader finds exactly the same libraries, but a child no longer pays ld.so's
+    search of thousands of empty directories for each library it loads (issue 19: a probe
+    runs a dozen commands). Empty entries (the current directory) and directories that
+    cannot be listed stay. Only on the real file system: a test host's paths are not real."""
+    value = host.env.get("LD_LIBRARY_PATH")
+    if not value or host.root != Path("/") or value.count(":") < 16:
+        return dict(host.env)
+    key = (id(host.env), value)
+    env = _CHILD_ENV.get(key)
+    if env is None:
+        kept: list[str] = []
+        seen: set[str] = set()
+        for entry in value.split(":"):
+            if entry and (entry in seen or not _may_hold_libraries(entry)):
+                continue
+            seen.add(entry)
+            kept.append(entry)
+        pruned = ":".join(kept) or (":" if kept else "")  # a lone empty entry still means "."
+        env = {**host.env, "LD_LIBRARY_PATH": pruned}
+        _CHILD_ENV.clear()  # one environment at a time: the cache only spares a run's repeats
+        _CHILD_ENV[key] = env
+    return dict(env)
+
+
+def _may_hold_libraries(directory: str) -> bool:
+    try:
+        with os.scandir(directory) as it:
+            return next(it, None) is not None
+    except NotADirectoryError:
+        return False
+    except FileNotFoundError:
+        return False
+    except OSError:  # cannot be listed (execute-only, ...): ld.so may still open files in it
+        return True
+

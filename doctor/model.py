@@ -82,6 +82,9 @@ class Report:
     doctor_version: str = ""
     strict: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    # The exit code when no finding fails: `explain --from-command` passes a failed command's own
+    # code through when it finds no known cause, and the JSON envelope must say the same.
+    passthrough_exit: int = 0
 
     @property
     def findings(self) -> list[Finding]:
@@ -90,7 +93,7 @@ class Report:
     def exit_code(self) -> int:
         """0 when every required check passes, 1 otherwise (warnings count under --strict)."""
         limit = Level.WARNING if self.strict else Level.ERROR
-        return 1 if any(f.level.rank >= limit.rank for f in self.findings) else 0
+        return 1 if any(f.level.rank >= limit.rank for f in self.findings) else self.passthrough_exit
 
 
 def worst(levels) -> Level:

@@ -20,63 +20,54 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from doctor.errors import UsageError
-from doctor.host import Host
+from doctor.findings import FINDINGS
 from doctor.model import Level, Report
 
 FILES = ("doctor.toml", "pyproject.toml")
 KEYS = ("min-version", "require", "error-on", "ignore")
 # Finding ids are dotted, lower-case words: "abi.mismatch", "loader.library-not-found".
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*(\.[a-z0-9][a-z0-9-]*)+$")
-# Every finding id the doctor can report (one docs/findings/<id>.md page each; a test keeps
-# the two equal). A typo in error-on or ignore would silently do nothing: it is refused.
-FINDING_IDS = frozenset({
-    "abi.mismatch", "apple.rosetta", "arch.mismatch", "bench.compile-failed", "bench.gemm-slow",
-    "bench.threads-limited", "binary.symbol-unresolved", "binary.unreadable", "build.failed",
-    "build.ninja-missing", "cmake.nvtoolsext-missing", "cmake.torch-library-missing",
-    "cmake.torch-not-found", "cuda.arch-list-invalid", "cuda.arch-list-misses-gpu",
-    "cuda.arch-unsupported", "cuda.driver-too-old", "cuda.host-compiler-unsupported",
-    "cuda.library-mixed-majors", "cuda.library-shadowed", "cuda.library-too-old", "cuda.no-device",
-    "cuda.not-compiled", "cuda.ptx-jit", "cuda.toolkit-mismatch", "cuda.toolkit-not-found",
-    "cxx.std-too-old", "diff.changed", "disk.low", "dist.address-in-use", "dist.master-addr",
-    "dist.port-unreachable", "dist.socket-ifname", "dist.store-timeout", "fleet.collective-failed",
-    "fleet.collective-skipped", "fleet.differs", "fleet.rank-missing", "fleet.train-failed",
-    "glibc.too-old", "gloo.connection-refused", "gpu.cpu-build", "headers.missing",
-    "libtorch.conflict", "libtorch.not-found", "libtorch.path-invalid", "libtorch.version-disagree",
-    "link.as-needed", "link.library-missing", "loader.library-not-found", "macos.duplicate-rpath",
-    "memory.oom", "nccl.memlock-low", "nccl.shm-small", "nccl.system-error",
-    "nccl.watchdog-timeout", "openmp.duplicate-runtime", "probe.failed", "python.path-differs",
-    "requirement.unmet", "rocm.arch-unsupported", "rocm.no-device", "smoke.device-unavailable",
-    "smoke.failed", "smoke.passed", "toolchain.compiler-missing", "version.mismatch",
-})
+# Every finding id the doctor can report (doctor/findings.py, one docs page each). A typo in
+# error-on or ignore would silently do nothing: it is refused.
+FINDING_IDS = frozenset(FINDINGS)
 
 
 @dataclass(frozen=True)
 class Policy:
     source: str  # "pyproject.toml [tool.doctor]" or "doctor.toml": named in every message
-    requirements: tuple[str, ...] = ()  # requirement strings, validated by load_policy
+    requirements: tuple[str, ...] = ()  # requirement strings, validated by parse_policy
     error_on: frozenset[str] = frozenset()
     ignore: dict[str, str] = field(default_factory=dict)  # finding id -> reason
     min_version: str | None = None
 
 
-def load_policy(host: Host, doctor_version: str | None = None) -> Policy | None:
-    """The policy of the project in `host.cwd`, or None when it has none."""
+@dataclass(frozen=True)
+class PolicyFile:
+    """One candidate policy file as the command layer found it (doctor.check.load_policy reads them)."""
+
+    path: str
+    name: str  # one of FILES
+    text: str | None  # None: absent or unreadable
+    irregular: bool = False  # present but not a regular file (a FIFO, a device): never read
+
+
+def policy_from_files(files: list[PolicyFile], doctor_version: str | None = None) -> Policy | None:
+    """The policy the files hold (at most one may hold one), or None when none does."""
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10: the same parser, published as tomli
         import tomli as tomllib  # type: ignore[no-redef]
 
     found: list[tuple[str, dict]] = []
-    for name in FILES:
-        path = PurePath(host.cwd) / name
-        text = host.read_text(path)
-        if text is None:
-            if host.exists(path) and not host.is_regular(path):  # a FIFO or device: never read, never skipped silently
+    for f in files:
+        path = PurePath(f.path)
+        if f.text is None:
+            if f.irregular:  # never read, never skipped silently
                 raise UsageError(f"{path}: not a regular file, so its policy cannot be read",
-                                 f"replace {name} with a regular file")
+                                 f"replace {f.name} with a regular file")
             continue
-        data = _parse_toml(tomllib, text, path)
-        if name == "pyproject.toml":
+        data = _parse_toml(tomllib, f.text, path)
+        if f.name == "pyproject.toml":
             tool = data.get("tool")
             table = tool.get("doctor") if isinstance(tool, dict) else None
             if table is None:

@@ -11,7 +11,6 @@ readers (bash, zsh, dash, fish, python-dotenv) or faithful ports (the Actions ru
 from __future__ import annotations
 
 import re
-import secrets
 
 from doctor.errors import DoctorError
 
@@ -142,6 +141,8 @@ def github_env_block(name: str, value: str, system: str = "Linux") -> str:
     if system == "Windows" and "\r" in value:
         raise DoctorError(f"{_shown(value)} contains a carriage return, which a Windows runner's $GITHUB_ENV "
                           "cannot carry", "remove it from the environment before this step")
+    import secrets  # here, not at the top: it loads libcrypto, which ld.so looks for along LD_LIBRARY_PATH
+
     for _ in range(8):
         delimiter = f"ghadelimiter_{secrets.token_hex(16)}"
         if delimiter not in value:
@@ -198,3 +199,15 @@ def dotenv_line(name: str, value: str) -> str:
             "use --shell sh/bash/zsh/fish (quoted exactly), or clean that path or variable first",
         )
     return f"{name}={value}"
+
+
+def cmd_quote(value: str) -> str:
+    """A Windows path for a cmd.exe line typed at the prompt: in double quotes, where & ^ | < >
+    and spaces are literal. Windows paths cannot hold a double quote; % stays special in cmd
+    even inside quotes, so a value holding one is refused rather than pasted wrongly."""
+    refuse_nul(value, "a cmd.exe value")
+    if '"' in value or "%" in value or "\n" in value or "\r" in value:
+        from doctor.errors import UsageError
+
+        raise UsageError(f"{_shown(value)} cannot be written for cmd.exe exactly", "use PowerShell ($env:) for this path")
+    return f'"{value}"'

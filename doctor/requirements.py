@@ -9,13 +9,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from doctor import fixes
+from doctor.catalog.releases import ABIS, PRE_CXX11_LAST, is_variant
 from doctor.errors import UsageError
 from doctor.model import Evidence, Finding, Level
 
 _VERSIONED = re.compile(r"^\s*(libtorch|torch)\s*([<>=!~].*)$")
 _KEYED = re.compile(r"^\s*(abi|variant)\s*=\s*(\S+)\s*$")
-ABIS = ("cxx11", "pre-cxx11")
-_VARIANT = re.compile(r"^(cpu|cu\d{2,3}|rocm\d+\.\d+(\.\d+)?|xpu)$")
 
 
 @dataclass(frozen=True)
@@ -49,8 +49,8 @@ def parse_requirement(text: str) -> Requirement:
     if m := _KEYED.match(stripped):
         key, value = m.groups()
         if key == "abi" and value not in ABIS:
-            raise UsageError(f"malformed requirement {text!r}: abi must be cxx11 or pre-cxx11")
-        if key == "variant" and not _VARIANT.match(value):
+            raise UsageError(f"malformed requirement {text!r}: abi must be {' or '.join(ABIS)}")
+        if key == "variant" and not is_variant(value):
             raise UsageError(f"malformed requirement {text!r}: variant must look like cpu, cu128 or rocm6.4")
         return Requirement(stripped, key, value)
     raise UsageError(
@@ -131,7 +131,8 @@ def _fix(req: Requirement) -> str:
     if req.kind == "torch":
         return f"pip install 'torch{req.value}'  (CPU wheels: --index-url https://download.pytorch.org/whl/cpu)"
     if req.kind == "abi":
-        return "doctor fetch-libtorch --abi " + req.value + ("  (pre-cxx11 builds exist only up to 2.6)" if req.value == "pre-cxx11" else "")
+        return "doctor fetch-libtorch --abi " + req.value + (
+            f"  (pre-cxx11 builds exist only up to {PRE_CXX11_LAST})" if req.value == "pre-cxx11" else "")
     if req.kind == "variant":
-        return f"doctor fetch-libtorch --variant {req.value}"
+        return fixes.fetch(variant=req.value)
     return "run on a machine with a working GPU driver; see the GPU area above"

@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
-# get-deps.sh: Hasktorch's classic `deps/get-deps.sh` flags, done by `doctor fetch-libtorch`
-# (checksums, resume, atomic install, Hasktorch's cache layout). Unlike the original it fails
-# loudly: unknown flags, bad values and missing tools all exit non-zero.
+# get-deps.sh: Hasktorch's classic `deps/get-deps.sh` flags (hasktorch/hasktorch 7395e0b:
+# -n -c -a -s -h), done by `doctor fetch-libtorch` (checksums, resume, atomic install,
+# Hasktorch's cache layout). Unlike the original it fails loudly: unknown flags, bad values and
+# missing tools all exit non-zero. It does not clone pytorch or generate ATen files (the
+# original's second half, for Hasktorch's own code generator), nor fetch libtokenizers (see
+# docs/clients.md for why).
 set -euo pipefail
 
 prog=${0##*/}
 
 usage() {
     cat <<EOF
-Usage: $prog [-a ARCH] [-n] [-s] [-h] [-- DOCTOR-FETCH-OPTIONS...]
+Usage: $prog [-a ARCH] [-n] [-c] [-s] [-h] [-- DOCTOR-FETCH-OPTIONS...]
 
 Fetch libtorch into \$LIBTORCH_HOME/<version>/<platform>/<ARCH> (Hasktorch's layout).
 
   -a ARCH  cpu, cuXYZ (e.g. cu130) or rocmX.Y; default \$LIBTORCH_CUDA_VERSION, else
            the variant doctor recommends for this machine
   -n       the nightly libtorch instead of a release
+  -c       download from Hasktorch's CI mirror (github.com/hasktorch/libtorch-binary-for-ci)
+           instead of download.pytorch.org; the release is \$LIBTORCH_VERSION, else $CI_DEFAULT_VERSION
+           and ARCH defaults to cpu, as in Hasktorch's script
   -s       skip the download: succeed only if libtorch is already installed
   -h       show this help
 
@@ -24,16 +30,22 @@ Anything after -- goes to \`doctor fetch-libtorch\` (e.g. -- --dest deps/libtorc
 EOF
 }
 
+# Hasktorch's get-deps.sh VERSION at 7395e0b; its CI mirror has a release per version.
+CI_DEFAULT_VERSION=2.9.1
+CI_MIRROR=https://github.com/hasktorch/libtorch-binary-for-ci/releases/download
+
 arch="${LIBTORCH_CUDA_VERSION:-auto}"
 nightly=0
+ci=0
 skip=0
-while getopts ":a:nsh" opt; do
+while getopts ":a:ncsh" opt; do
     case "$opt" in
         a) case "$OPTARG" in
                -*) echo "$prog: option -a needs a value (try -h)" >&2; exit 2 ;;
            esac
            arch="$OPTARG" ;;
         n) nightly=1 ;;
+        c) ci=1 ;;
         s) skip=1 ;;
         h) usage; exit 0 ;;
         :) echo "$prog: option -$OPTARG needs a value (try -h)" >&2; exit 2 ;;
@@ -69,6 +81,26 @@ fi
 if ! command -v "${doctor[0]}" >/dev/null 2>&1; then
     echo "$prog: ${doctor[0]}: command not found (from DOCTOR=${DOCTOR:-})" >&2
     exit 127
+fi
+
+if [ "$ci" = 1 ] && [ "$nightly" = 1 ]; then
+    # Hasktorch's script tests -n first, so -n wins there too.
+    ci=0
+fi
+if [ "$ci" = 1 ]; then
+    [ "$arch" = auto ] && arch=cpu
+    case "$arch" in
+        cpu|cu[0-9]*) ;;
+        *) echo "$prog: -c: Hasktorch's CI mirror has cpu and cuXYZ builds, not '$arch'" >&2; exit 2 ;;
+    esac
+    version="${LIBTORCH_VERSION:-$CI_DEFAULT_VERSION}"
+    case "$(uname -s)" in
+        Darwin) file="cpu-libtorch-macos-latest.zip" ;;
+        *) file="${arch}-libtorch-shared-with-deps-latest.zip" ;;
+    esac
+    args=(fetch-libtorch --variant "$arch" --version "$version" --url "$CI_MIRROR/$version/$file")
+    [ "$skip" = 1 ] && args+=(--offline)
+    exec "${doctor[@]}" "${args[@]}" "$@"
 fi
 
 args=(fetch-libtorch --variant "$arch")

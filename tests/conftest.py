@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import C10_SOURCE, torch_root
+from testsupport.support import C10_SOURCE, torch_root
 
 # Variables that point a build (and the doctor) at a libtorch of this machine: a test must
 # never see the developer's own, nor write into their caches.

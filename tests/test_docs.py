@@ -17,17 +17,35 @@ def emitted_ids() -> set[str]:
     return ids
 
 
-def test_every_finding_id_has_a_docs_page():
+def test_the_registry_and_the_docs_pages_are_the_same_ids():
+    from doctor.findings import FINDINGS
+
+    pages = {p.stem for p in (REPO / "docs/findings").glob("*.md") if p.stem != "index"}
+    assert sorted(set(FINDINGS) - pages) == [], "registered ids without a docs/findings/<id>.md page"
+    assert sorted(pages - set(FINDINGS)) == [], "docs pages of ids doctor/findings.py does not register"
+    assert all(m and "\n" not in m for m in FINDINGS.values())
+
+
+def test_every_id_the_code_spells_is_registered():
+    # a cross-check on the sources: an id written in a Finding(...) that the registry lacks
+    from doctor.findings import FINDINGS
+
     ids = emitted_ids()
     assert {"libtorch.not-found", "libtorch.path-invalid", "requirement.unmet"} <= ids
-    missing = sorted(i for i in ids if not (REPO / "docs/findings" / f"{i}.md").is_file())
-    assert not missing, f"no docs/findings/<id>.md for: {missing}"
+    assert sorted(ids - set(FINDINGS)) == []
 
 
-def test_findings_index_lists_every_page():
+def test_findings_index_is_the_registry():
+    import subprocess
+    import sys
+
+    from doctor.findings import FINDINGS
+
     index = (REPO / "docs/findings/index.md").read_text()
-    pages = sorted(p.stem for p in (REPO / "docs/findings").glob("*.md") if p.stem != "index")
-    assert [p for p in pages if f"({p}.md)" not in index] == []
+    assert [i for i in FINDINGS if f"[{i}]({i}.md)" not in index] == []
+    before = index
+    subprocess.run([sys.executable, str(REPO / "scripts/findings-index")], check=True, timeout=60)
+    assert (REPO / "docs/findings/index.md").read_text() == before, "run scripts/findings-index"
 
 
 def test_readme_names_the_two_setup_commands_and_ci_calls_the_test_one():

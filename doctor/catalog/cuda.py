@@ -1,6 +1,6 @@
 """CUDA and ROCm data: driver floors per CUDA line, the driver each toolkit ships with, and
 the GPU architectures each PyTorch build carries. Data first, small lookups after; every row
-is tested (tests/gpu/test_catalog_cuda.py), and the floor tests are generated from these rows.
+is tested (tests/catalog/test_catalog_cuda.py), and the floor tests are generated from these rows.
 
 Sources: shared/reference/gpu.md (NVIDIA's minor-version compatibility table, the toolkit
 release notes, PyTorch's .ci/manywheel/build_cuda.sh) and PyTorch's
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from doctor.formats import version_tuple  # noqa: F401  (re-exported: callers compare versions with it)
 
 # -- driver floors: the oldest driver that runs any toolkit of a CUDA line --
 
@@ -136,15 +138,11 @@ MPS_MIN_MACOS = "14.0"  # the macOS PyTorch's MPS backend now asks for
 # -- lookups --
 
 
-def version_tuple(version: str) -> tuple[int, ...]:
-    """"570.124.06" → (570, 124, 6); "12.8" → (12, 8); digits only, anything else stops it."""
-    out = []
-    for part in version.strip().split("."):
-        m = re.match(r"\d+", part)
-        if not m:
-            break
-        out.append(int(m.group()))
-    return tuple(out)
+def parse_cuda_version(value: int) -> str | None:
+    """cuDriverGetVersion's integer (also the "found version" in CUDA's errors): 12080 → "12.8"."""
+    if value <= 0:
+        return None
+    return f"{value // 1000}.{(value % 1000) // 10}"
 
 
 def compare_versions(a: str, b: str) -> int:

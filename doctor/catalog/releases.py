@@ -23,11 +23,14 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from doctor.errors import UsageError
+from doctor.formats import version_tuple
 
 BASE_URL = "https://download.pytorch.org/libtorch"
 PLATFORMS = ("linux-x86_64", "linux-aarch64", "macos-arm64", "macos-x86_64", "windows-x86_64")
 CHANNELS = ("release", "test", "nightly")  # test = release candidates
 ABIS = ("cxx11", "pre-cxx11")
+# The -D_GLIBCXX_USE_CXX11_ABI value of each ABI.
+ABI_DEFINE = {"cxx11": "1", "pre-cxx11": "0"}
 
 
 @dataclass(frozen=True)
@@ -59,12 +62,30 @@ SERIES: tuple[Series, ...] = (
 
 WINDOWS_NEVER = frozenset({"cu129"})  # published for Linux only
 
+# The last series published with pre-cxx11 (old std::string ABI) Linux builds.
+PRE_CXX11_LAST = "2.6"
+# The glibc a Linux build needs, from the series on: manylinux2014 (glibc 2.17), then
+# manylinux_2_28 from 2.7 (libtorch-releases.md).
+GLIBC_FLOORS: tuple[tuple[str, str], ...] = (("1.13", "2.17"), ("2.7", "2.28"))
+# torchvision's release made for each torch series (its C++ ops load only with that torch).
+TORCHVISION: dict[str, str] = {
+    "1.13": "0.14", "2.0": "0.15", "2.1": "0.16", "2.2": "0.17", "2.3": "0.18", "2.4": "0.19", "2.5": "0.20",
+    "2.6": "0.21", "2.7": "0.22", "2.8": "0.23", "2.9": "0.24", "2.10": "0.25", "2.11": "0.26", "2.12": "0.27",
+    "2.13": "0.28",
+}
+# The first release without the TH/THC headers (THC/THC.h and friends).
+THC_REMOVED = "1.11"
+
 VARIANT_RE = re.compile(r"^(cpu|cu\d{2,3}|rocm\d+\.\d+(\.\d+)?)$")
+# Variants torch publishes as wheels only (no libtorch zip): a wheel's libtorch may carry them.
+WHEEL_ONLY_VARIANTS = ("xpu",)
 VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
 
 
 class CatalogError(UsageError):
     """What was asked for is not in the table (exit 2); the message lists what is."""
+
+    default_id = "usage.not-in-catalog"
 
 
 @dataclass(frozen=True)
@@ -84,7 +105,7 @@ class Artifact:
 
 
 def key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in version.split("."))
+    return version_tuple(version)
 
 
 def versions() -> list[str]:
@@ -93,6 +114,53 @@ def versions() -> list[str]:
 
 def newest_version() -> str:
     return versions()[-1]
+
+
+def is_variant(value: str) -> bool:
+    """Whether `value` is a variant name the catalog knows the form of (cpu, cuXYZ, rocmX.Y, xpu)."""
+    return bool(VARIANT_RE.match(value)) or value in WHEEL_ONLY_VARIANTS
+
+
+def series_name(version: str) -> str:
+    """"2.6.0+cpu" → "2.6"."""
+    return ".".join(str(p) for p in key(version)[:2])
+
+
+def has_pre_cxx11(version: str) -> bool:
+    """Whether a pre-cxx11 Linux build of `version` was published."""
+    return key(version)[:2] <= key(PRE_CXX11_LAST)
+
+
+def glibc_needed(version: str) -> str | None:
+    """The glibc the Linux builds of `version` need; None for a version older than the table."""
+    floor = None
+    for since, glibc in GLIBC_FLOORS:
+        if key(version)[:2] >= key(since):
+            floor = glibc
+    return floor
+
+
+def newest_series_for_glibc(glibc: str) -> str | None:
+    """The newest series whose Linux builds run on `glibc`; None when none does."""
+    fits = [s.series for s in SERIES if (need := glibc_needed(s.series)) is not None and key(need) <= key(glibc)]
+    return fits[-1] if fits else None
+
+
+def last_series_with(variant: str) -> str | None:
+    """The newest series that published `variant` (cu118 → "2.7"); None when none did."""
+    found = [s.series for s in SERIES if variant in s.cuda or variant in s.rocm or variant == "cpu"]
+    return found[-1] if found else None
+
+
+def cuda_variants(version: str) -> list[str]:
+    """The CUDA variants published for `version`'s series, oldest CUDA first; [] for an unknown series."""
+    s = series_of(version)
+    return list(s.cuda) if s else []
+
+
+def torchvision_for(version: str) -> str | None:
+    """The torchvision release series made for torch `version` ("2.6.0" → "0.21"); None when unknown."""
+    return TORCHVISION.get(series_name(version))
 
 
 def series_of(version: str) -> Series | None:
@@ -121,7 +189,7 @@ def abis(version: str, platform: str) -> list[str | None]:
     """ABIs published for `version` on `platform`; [None] where the question does not arise."""
     if not platform.startswith("linux"):
         return [None]
-    return ["cxx11", "pre-cxx11"] if key(version)[:2] <= (2, 6) else ["cxx11"]
+    return ["cxx11", "pre-cxx11"] if has_pre_cxx11(version) else ["cxx11"]
 
 
 def has_zip(version: str, platform: str) -> bool:
@@ -282,7 +350,7 @@ def parse_file_name(name: str) -> NameFacts | None:
         if m["cxx"]:
             abi = "cxx11"
         else:
-            abi = "pre-cxx11" if key(v)[:2] <= (2, 6) else "cxx11"
+            abi = "pre-cxx11" if has_pre_cxx11(v) else "cxx11"
         return NameFacts(v, m["var"], "linux-x86_64", abi, False)
     if m := _WIN_RE.match(name):
         return NameFacts(m["v"], m["var"], "windows-x86_64", None, bool(m["debug"]))

@@ -3,7 +3,7 @@
 nvcc enforces these limits in `include/crt/host_config.h` ("#error -- unsupported GNU version!
 gcc versions later than N are not supported!"); NVIDIA's Linux installation guide for each
 release lists the same majors in its "Supported Linux distributions" table. Sources per row
-are in docs/cuda.md; tests/cuda/test_toolkit_catalog.py checks every row.
+are in docs/cuda.md; tests/catalog/test_toolkit.py checks every row.
 """
 
 from __future__ import annotations
@@ -95,6 +95,25 @@ CUDA_LIBRARIES: tuple[CudaLibrary, ...] = (
 )
 
 
+# NCCL entry points torch needs, and the NCCL release that introduced them (NCCL release notes).
+NCCL_SYMBOL_SINCE: dict[str, str] = {"ncclCommRegister": "2.19", "ncclCommDeregister": "2.19", "ncclCommSplit": "2.18",
+                                     "ncclCommWindowRegister": "2.27"}
+
+
+def cuda_library_prefixes() -> tuple[str, ...]:
+    """File-name prefixes of the CUDA libraries above on Linux ("libcudart") and Windows ("cudart64")."""
+    return (tuple(lib.stem.removesuffix(".so") for lib in CUDA_LIBRARIES)
+            + tuple(f"{lib.key}64" for lib in CUDA_LIBRARIES))
+
+
+def pip_package(key: str, cuda_major: int | str | None) -> str | None:
+    """The pip wheel shipping a CUDA library for a CUDA major: ("nccl", 12) → "nvidia-nccl-cu12"."""
+    lib = next((lib for lib in CUDA_LIBRARIES if lib.key == key), None)
+    if lib is None:
+        return None
+    return f"{lib.package}-cu{cuda_major}" if cuda_major else f"{lib.package}-cu<CUDA major>"
+
+
 def cuda_library_for_symbol(name: str) -> CudaLibrary | None:
     """Which library an undefined symbol comes from, by its exported-function prefix."""
     hits = [lib for lib in CUDA_LIBRARIES for p in lib.symbols if name.startswith(p)]
@@ -129,3 +148,14 @@ CPP_EXTENSION_ARCHES: tuple[str, ...] = (
     "3.5", "3.7", "5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0",
     "9.0a", "10.0", "10.0a", "11.0", "11.0a", "10.3", "10.3a", "12.0", "12.0a", "12.1", "12.1a",
 )
+
+
+# The oldest GCC and Clang majors that build code against a libtorch needing this C++ standard:
+# PyTorch documents gcc ≥ 9 for its C++17 releases; the C++20 releases' headers need the C++20
+# library (<concepts>, <span>, ranges) that arrived complete in GCC 11 and Clang 14.
+COMPILERS_FOR_STANDARD: dict[int, tuple[int, int]] = {17: (9, 10), 20: (11, 14)}
+
+
+def compilers_for(standard: int) -> tuple[int, int] | None:
+    """(gcc major, clang major) at least, for `standard`; None for a standard the table lacks."""
+    return COMPILERS_FOR_STANDARD.get(standard)

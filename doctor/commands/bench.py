@@ -21,7 +21,6 @@ def command(device: str, quick: bool, torch_compile: bool, plot_path: str | None
             verbose: int, color: str, strict: bool) -> int:
     """Measure GEMM GFLOP/s against this machine's estimated peak, the cost of one tiny op, and the
     512-256-128-2 MLP eager vs torch.compile vs TorchScript. Needs torch."""
-    from doctor.errors import DoctorError
     from doctor.workload import require_module
     from doctor.workload.bench import bench_report, plot
 
@@ -30,10 +29,13 @@ def command(device: str, quick: bool, torch_compile: bool, plot_path: str | None
     report = bench_report(device, quick, torch_compile)
     report.strict = strict
     if plot_path is not None:
-        try:
-            plot(report, plot_path)
-        except OSError as exc:
-            raise DoctorError(f"cannot write the plot to {plot_path}: {exc.strerror or exc}",
-                              hint="give a writable path ending in .png") from exc
+        import io
+
+        from doctor.host import Host
+
+        png = io.BytesIO()
+        plot(report, png)  # the renderer returns bytes; the command layer decides where they go
+        Host.from_system().write_atomic(plot_path, png.getvalue(), follow=True, doing="write the plot to",
+                                        instead="give a writable path ending in .png")
         report.facts["plot"] = plot_path
     return print_report(report, fmt, as_json, verbose, color)

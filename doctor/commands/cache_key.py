@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from doctor.catalog.releases import ABIS
+
 if TYPE_CHECKING:
     from doctor.host import Host
 
@@ -63,7 +65,7 @@ def resolve(host: Host, version: str | None = None, variant: str | None = None, 
 @click.command("cache-key")
 @click.option("--version", "version", metavar="V", help="libtorch version, e.g. 2.13.0 (default: as fetch-libtorch).")
 @click.option("--variant", metavar="X", help="cpu, cuXYZ or rocmX.Y (default: as fetch-libtorch, from this machine's GPUs).")
-@click.option("--abi", type=click.Choice(["cxx11", "pre-cxx11"]), help="Linux only (default: cxx11).")
+@click.option("--abi", type=click.Choice(ABIS), help="Linux only (default: cxx11).")
 @click.option("--platform", metavar="P", help="linux-x86_64, macos-arm64, windows-x86_64, ... (default: this machine).")
 @click.option("--from-wheel", is_flag=True, help="The tree fetch-libtorch --from-wheel lays out from a torch wheel.")
 @click.option("--unlisted", is_flag=True, help="A release newer than the doctor's table (as fetch-libtorch --unlisted).")
@@ -82,7 +84,9 @@ def command(version: str | None, variant: str | None, abi: str | None, platform:
     parts = resolve(Host.from_system(), version, variant, abi, platform, from_wheel, unlisted)
     key = parts.key(salt)
     if as_json:
-        click.echo(json.dumps({"key": key, **asdict(parts), "salt": salt, "key_format": KEY_FORMAT}, indent=2))
+        from doctor.commands._output import print_result
+
+        return print_result("cache-key", {"key": key, **asdict(parts), "salt": salt, "key_format": KEY_FORMAT})
     else:
         click.echo(key)
     return 0

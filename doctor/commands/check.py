@@ -24,8 +24,15 @@ from doctor.commands._output import print_report, report_options
 @click.option("--python", "python", metavar="PATH", default=None,
               help="Inspect this interpreter's environment (a project's venv: its torch, nvidia-* packages and "
               "sys.path) instead of the doctor's own.")
+@click.option("--libtorch", "libtorch", metavar="DIR", default=None,
+              help="Check this libtorch tree (as if LIBTORCH=DIR). A macOS or Windows tree is checked from its "
+              "Mach-O / PE files with that platform's loader simulated; what needs that machine is marked so.")
+@click.option("--cargo-lock", "cargo_lock", type=click.Path(dir_okay=False), default=None,
+              help="The Cargo.lock whose tch / torch-sys version to check against the libtorch tch-rs would "
+              "link (default: ./Cargo.lock when present).")
 @report_options
-def command(requires: tuple[str, ...], build: str | None, backend: str | None, binary: str | None, python: str | None, fmt: str | None, as_json: bool, verbose: int, color: str,
+def command(requires: tuple[str, ...], build: str | None, backend: str | None, binary: str | None, python: str | None,
+            libtorch: str | None, cargo_lock: str | None, fmt: str | None, as_json: bool, verbose: int, color: str,
             strict: bool) -> int:
     """Detect libtorch installs, the Python torch, the toolchain, the loader's view and GPUs.
 
@@ -42,15 +49,28 @@ def command(requires: tuple[str, ...], build: str | None, backend: str | None, b
         from doctor.probe.pyenv import interpreter_host
 
         host = interpreter_host(host, python)
+    if libtorch is not None:
+        host = _with_libtorch(host, libtorch)
     if backend:
-        from doctor.recommend import validate_backend
+        from doctor.catalog.recommend import validate_backend
 
         backend = validate_backend(backend, "--backend")
     policy = _load_policy(host)
     texts = [*getattr(policy, "requirements", ()), *requires]
     requirements = [parse_requirement(t) for t in texts]
-    report = run_check(host, requirements, strict=strict, policy=policy, build=build, backend=backend, binary=binary)
+    report = run_check(host, requirements, strict=strict, policy=policy, build=build, backend=backend, binary=binary,
+                       cargo_lock=cargo_lock)
     return print_report(report, fmt, as_json, verbose, color)
+
+
+def _with_libtorch(host, directory: str):
+    import dataclasses
+
+    from doctor.errors import UsageError
+
+    if not host.is_dir(directory):
+        raise UsageError(f"--libtorch {directory!r}: not a directory", "pass the root of a libtorch tree (it holds lib/ and include/)")
+    return dataclasses.replace(host, env={**host.env, "LIBTORCH": str(host.real(directory))})
 
 
 def _load_policy(host):
@@ -58,6 +78,6 @@ def _load_policy(host):
 
     if importlib.util.find_spec("doctor.policy") is None:
         return None
-    from doctor.policy import load_policy
+    from doctor.check import load_policy
 
     return load_policy(host)

@@ -60,6 +60,10 @@ def load_report(name: str) -> Input:
                          "a report doctor writes is valid Unicode: write it again with doctor check --json")
     if not isinstance(data, dict) or data.get("schema") != "torch-doctor/report":
         raise UsageError(f"{name}: not a torch-doctor report", "write one with: doctor check --json > report.json")
+    if isinstance(data.get("error"), dict):  # the envelope of a check that failed to run
+        err = data["error"]
+        raise UsageError(f"{name}: holds the error of a failed `doctor check` ({str(err.get('id'))[:60]}: "
+                         f"{str(err.get('message'))[:200]}), not a report", WRITE_ONE, error_id="usage.not-a-report")
     if data.get("command") != "check":
         raise UsageError(f"{name}: a `doctor {str(data.get('command'))[:40]}` report; diff compares `doctor check --json` reports")
     version = data.get("schema_version")

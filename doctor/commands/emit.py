@@ -28,8 +28,8 @@ def command(fmt: str, root: Path | None, output: Path | None, shell: str | None,
     setenv  variables for a shell: eval "$(doctor emit setenv)", or -o setenv.sh and source it
     github  NAME<<DELIMITER blocks, appended to $GITHUB_ENV (and $GITHUB_PATH) when those are set
     nix     a flake.nix: fetchzip of the tree's archive (or --nixpkgs-libtorch) and a devShell
-    cabal   a cabal.project.local fragment for Hasktorch
-    cargo   a .cargo/config.toml [env] table for tch-rs
+    cabal   a cabal.project.local for Hasktorch (include and lib dirs, rpath)
+    cargo   a .cargo/config.toml for tch-rs ([env], rpath, CUDA link args)
     cmake   a CMakeUserPresets.json: cmake --preset libtorch
     """
     from doctor.emit import emit_to, find_install

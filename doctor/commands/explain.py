@@ -59,12 +59,12 @@ def _read(host, path: str) -> bytes:
     from doctor.errors import DoctorError
 
     if host.is_dir(path):
-        raise DoctorError(f"{path} is a directory, not a log file", hint="give the path to a build or run log")
+        raise DoctorError(f"{path} is a directory, not a log file", hint="give the path to a build or run log", error_id="explain.not-a-log")
     text = host.read_bytes(path, limit=READ_LIMIT)
     if text is None:
         if not host.exists(path):
-            raise DoctorError(f"{path}: no such file", hint="give the path to a build or run log, or - to read standard input")
-        raise DoctorError(f"{path}: cannot be read", hint="check its permissions")
+            raise DoctorError(f"{path}: no such file", hint="give the path to a build or run log, or - to read standard input", error_id="explain.no-such-log")
+        raise DoctorError(f"{path}: cannot be read", hint="check its permissions", error_id="explain.unreadable-log")
     return text
 
 
@@ -75,12 +75,19 @@ def _from_command(host, argv: tuple[str, ...], timeout: float, no_facts: bool, f
         raise click.UsageError("--from-command needs a command after --, e.g. doctor explain --from-command -- make -j4")
     result = host.run(list(argv), timeout=timeout)
     if result.returncode is None and not result.timed_out:
-        raise DoctorError(result.error or f"{argv[0]}: could not be started", hint="check the command name and PATH")
+        raise DoctorError(result.error or f"{argv[0]}: could not be started", hint="check the command name and PATH", error_id="explain.command-not-started")
     if result.returncode == 0:
-        # Success: stay out of the way.
-        click.echo(result.stdout, nl=False)
+        from doctor.commands._output import choose_format
+
+        if choose_format(fmt, as_json) != "json":
+            # Success: stay out of the way.
+            click.echo(result.stdout, nl=False)
+            click.echo(result.stderr, nl=False, err=True)
+            return 0
+        # Under --json stdout is one envelope: the command's output goes to stderr.
+        click.echo(result.stdout, nl=False, err=True)
         click.echo(result.stderr, nl=False, err=True)
-        return 0
+        return print_report(_succeeded(argv, result.command), fmt, as_json, verbose, color)
     # Failure: the command's output goes to stderr so that stdout carries only the report.
     click.echo(result.stdout, nl=False, err=True)
     click.echo(result.stderr, nl=False, err=True)
@@ -98,13 +105,21 @@ def _from_command(host, argv: tuple[str, ...], timeout: float, no_facts: bool, f
     report = _report(host, text, f"output of `{shown}`", no_facts, strict, failed=f"the command failed ({how})")
     report.facts["command"] = {"argv": list(argv), "returncode": result.returncode, "timed_out": result.timed_out,
                                "signal": signum}
-    code = print_report(report, fmt, as_json, verbose, color)
-    if code:
-        return code
-    if result.timed_out:
-        return 124
     # A shell reports death by signal N as 128+N; Popen's -N would reach exit() as 256-N.
-    return 128 + signum if signum is not None else result.returncode
+    report.passthrough_exit = 124 if result.timed_out else 128 + signum if signum is not None else result.returncode
+    return print_report(report, fmt, as_json, verbose, color)
+
+
+def _succeeded(argv: tuple[str, ...], command: str):
+    """The report of a command that succeeded: nothing to explain."""
+    from doctor import __version__
+    from doctor.model import Area, Report
+
+    shown = command if len(command) <= 60 else command[:59] + "…"
+    area = Area("explain", f"output of `{shown}`", "the command succeeded; nothing to explain")
+    return Report("explain", {"log": f"output of `{shown}`", "lines": 0, "libtorch": None,
+                              "command": {"argv": list(argv), "returncode": 0, "timed_out": False}},
+                  [area], doctor_version=__version__)
 
 
 def _signal_name(signum: int) -> str:
@@ -118,13 +133,13 @@ def _signal_name(signum: int) -> str:
 
 def _report(host, text: str | bytes, source: str, no_facts: bool, strict: bool, failed: str = ""):
     from doctor import __version__
-    from doctor.explain import MachineFacts, explain_text
     from doctor.explain.engine import normalise
+    from doctor.explain_machine import detect, explain_on
     from doctor.model import Area, Report
 
-    facts = None if no_facts else MachineFacts.detect(host)
+    facts = None if no_facts else detect(host)
     data = normalise(text)  # CR-only line ends count as lines here as in the findings
-    findings = explain_text(data, facts, source=source)
+    findings = explain_on(host, data, facts, source=source)
     lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
     summary = (f"{len(findings)} known setup problem{'s' * (len(findings) != 1)} found" if findings
                else "no known setup problem found")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -75,6 +74,7 @@ def command(version, variant, abi, platform, debug, channel, url, archive, from_
             unlisted, dest, sha256, lock, no_lock, update_lock, force, verify_tree, offline, keep_archive,
             allow_http, retries, timeout, backoff, dry_run, as_json, quiet, emit_fmt=None) -> int:
     """Download, verify and install the libtorch that matches this machine."""
+    from doctor.commands._output import print_result
     from doctor.errors import UsageError
     from doctor.fetch.pipeline import FetchOptions, fetch
     from doctor.fetch.plan import FetchRequest, resolve_plan
@@ -92,7 +92,7 @@ def command(version, variant, abi, platform, debug, channel, url, archive, from_
     plan = resolve_plan(host, req, gpu_facts=lambda: machine_gpu_facts(host))
     if dry_run:
         if as_json:
-            click.echo(json.dumps({"action": "dry-run", "plan": plan.describe()}, indent=2))
+            return print_result("fetch-libtorch", {"action": "dry-run", "plan": plan.describe()})
         else:
             click.echo(_plan_text(plan))
         return 0
@@ -105,11 +105,10 @@ def command(version, variant, abi, platform, debug, channel, url, archive, from_
                         keep_archive=keep_archive, retries=retries, backoff=backoff, timeout=timeout)
     outcome = fetch(host, plan, opts, log)
     if as_json:
-        click.echo(json.dumps({"action": outcome.action, "dest": str(outcome.dest), "lock": outcome.lock,
-                               "lock_file": str(plan.lock_path) if plan.lock_path else None,
-                               "seconds": round(outcome.seconds, 3), "plan": plan.describe(),
-                               "record": outcome.record}, indent=2))
-        return 0
+        return print_result("fetch-libtorch", {
+            "action": outcome.action, "dest": str(outcome.dest), "lock": outcome.lock,
+            "lock_file": str(plan.lock_path) if plan.lock_path else None,
+            "seconds": round(outcome.seconds, 3), "plan": plan.describe(), "record": outcome.record})
     summary = _outcome_text(plan, outcome)
     if emit_fmt:
         from doctor.emit import emit_to, find_install

@@ -38,6 +38,12 @@ def command(timeout: float, max_size: int, iters: int, fmt: str | None, as_json:
     if outcome.report is None:
         if outcome.reason:
             click.echo(f"error: {outcome.reason}", err=True)
+            # Machine output is an envelope, failures included; but only rank 0 writes stdout
+            # (the ranks share it under a launcher: one JSON document, not one per rank).
+            if fmt == "json" and outcome.rank == 0:
+                from doctor.render.json import dumps, error_envelope
+
+                click.echo(dumps(error_envelope("fleet", outcome.exit_code, "fleet.failed", outcome.reason)))
         return outcome.exit_code
     outcome.report.strict = strict
     if fmt == "text":

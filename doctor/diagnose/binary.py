@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from doctor.diagnose.common import version_key
+from doctor import fixes
+from doctor.formats import symbol_version_key as version_key
 from doctor.model import Area, Evidence, Finding, Level
 from doctor.probe.binary import BinaryFacts
 
@@ -31,20 +32,18 @@ def binary_area(b: BinaryFacts, active_abi: str | None = None) -> Area:
             detail="The linker's --as-needed dropped libtorch_cuda.so because the program calls none of its "
                    "symbols directly; its CUDA kernels then never register and CUDA is silently unavailable "
                    "(\"Cannot initialize CUDA without ATen_cuda library\").",
-            fix="relink with -Wl,--no-as-needed -ltorch_cuda -Wl,--as-needed (CMake: link the Torch target / "
-                "${TORCH_LIBRARIES})",
+            fix="re" + fixes.link_no_as_needed(),
             area="binary", evidence=b.evidence[:1] + [Evidence("file", f"{b.torch_lib_dir}/libtorch_cuda.so", "exists")],
             subject=b.path))
     program_abi = b.program_abi
     torch_abi = b.torch_abi_loaded or active_abi
     if program_abi and torch_abi and program_abi != torch_abi:
-        flag = "1" if torch_abi == "cxx11" else "0"
         findings.append(Finding(
             "abi.mismatch", Level.ERROR,
             f"{b.path} calls libtorch with the {program_abi} std::string; the libtorch it gets uses {torch_abi}",
             detail=f"{b.undefined_torch_cxx11} undefined c10/at/torch symbols take std::__cxx11::string, "
                    f"{b.undefined_torch_old} the old std::string: they will be undefined symbols at load time.",
-            fix=f"rebuild with -D_GLIBCXX_USE_CXX11_ABI={flag}, or run it with the {program_abi} libtorch it was built for",
+            fix=f"rebuild with {fixes.abi_define(torch_abi)}, or run it with the {program_abi} libtorch it was built for",
             area="binary", evidence=[e for e in b.evidence if "std::" in e.excerpt][:1] + b.evidence[:1],
             subject=b.path))
     wanted = b.version_needs.get("libstdc++.so.6", [])

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
+from doctor.formats import version_tuple
 from doctor.model import Area, Evidence, Finding, Level
 from doctor.probe.cuda_libs import CudaLib, CudaLibsFacts, Expectation
 
 
-def _key(version: str) -> tuple[int, ...]:
-    out = []
-    for part in version.split("."):
-        digits = "".join(ch for ch in part if ch.isdigit())
-        if not digits:
-            break
-        out.append(int(digits))
-    return tuple(out)
+_key = version_tuple
 
 
 def older_than(have: str, specifier: str) -> str | None:

@@ -125,7 +125,7 @@ def cuda_stack_area(t: CudaToolkitFacts, python_cuda: str | None, libtorch_cuda:
 
 def libstdcxx_findings(f) -> list[Finding]:
     """glibc.too-old when the libstdc++ libtorch actually gets lacks versions libtorch needs."""
-    from doctor.diagnose.common import version_key
+    from doctor.formats import symbol_version_key as version_key
 
     if f is None or f.path is None or not f.versions:
         return []

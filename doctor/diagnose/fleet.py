@@ -9,6 +9,7 @@ from typing import Any
 
 from doctor import __version__
 from doctor.diagnose.diff import Input, Spread, compare_many
+from doctor.formats import human_bytes
 from doctor.model import Area, Evidence, Finding, Level, Report
 
 SHM_MIN = 512 << 20  # NCCL's shared-memory transport wants far more than Docker's 64 MiB default
@@ -190,9 +191,24 @@ def bandwidth_table(rows: list[dict]) -> list[str]:
     return table(cells, ("op", "size", "time", "algbw", "busbw")) if cells else []
 
 
-def training_area(results: list[dict]) -> Area:
-    from doctor.workload.fleet.training import problems
+GRAD_TOLERANCE = 1e-4  # float32 sums in another order
 
+
+def problems(result: dict[str, Any]) -> list[str]:
+    """What is wrong with a data_parallel_smoke result (pure)."""
+    if result.get("error"):
+        return [result["error"]]
+    out = []
+    if result["grad_error"] is None or not result["grad_error"] <= GRAD_TOLERANCE:
+        out.append(f"the all_reduce-averaged gradient differs from the full-batch gradient by {result['grad_error']:.3g}")
+    if result["param_spread"] is None or result["param_spread"] != 0.0:
+        out.append(f"the ranks' parameters diverged (max spread {result['param_spread']:.3g})")
+    if not (result["last_loss"] is not None and result["last_loss"] < result["first_loss"]):
+        out.append(f"the loss did not fall: {result['first_loss']:.4f} → {result['last_loss']:.4f}")
+    return out
+
+
+def training_area(results: list[dict]) -> Area:
     findings = []
     for r in results:
         for p in problems(r["training"]):
@@ -242,10 +258,4 @@ def _get(d: dict, *keys: str) -> Any:
 
 
 def _size(n: Any, none: str = "?") -> str:
-    if not isinstance(n, int):
-        return none
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:g} {unit}" if unit == "B" else f"{n:.4g} {unit}"
-        n /= 1024
-    return str(n)
+    return human_bytes(n, compact=True) if isinstance(n, int) else none

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
+from doctor import fixes
 from doctor.catalog.cuda import (
     GPU_MAIN_LIBRARY,
     arch_list,
@@ -262,9 +263,9 @@ def _fetch_fix(build: Build, variant: str, version: str | None) -> str:
     version = version or build.version or ""
     lines = []
     if build.libtorch:
-        lines.append(f"doctor fetch-libtorch --version {version} --variant {variant}")
+        lines.append(fixes.fetch(version, variant))
     if build.python:
-        lines.append(f"pip install --force-reinstall torch=={version} --index-url https://download.pytorch.org/whl/{variant}")
+        lines.append(fixes.pip_torch(version, variant, force=True))
     return "\n".join(lines)
 
 
@@ -328,7 +329,7 @@ def _judge_cuda(gpu, build: Build, platform: Platform) -> tuple[list[str], list[
             detail=f"{verdict.why} (PTX of CUDA {cuda} needs driver ≥ {verdict.toolkit}). Precompiled kernels run; "
                    "JIT-compiled code (+PTX targets, torch.compile/Triton, extensions) can fail with "
                    "'the provided PTX was compiled with an unsupported toolchain'.",
-            fix=f"upgrade the NVIDIA driver to ≥ {verdict.toolkit}",
+            fix=fixes.driver_upgrade(verdict.toolkit),
             area=AREA, evidence=[e for e in nv.evidence if "version" in e.source][:2] + build.evidence[:1], subject=build.label,
         ))
     archs = arch_list(build.variant or "", build.version, platform.machine)

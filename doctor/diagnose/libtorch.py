@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from doctor.diagnose.common import newest, version_key
+from doctor.diagnose.common import newest
+from doctor.fixes import FETCH
+from doctor.formats import symbol_version_key as version_key
 from doctor.model import Area, Evidence, Finding, Level
 from doctor.probe.libtorch import LibtorchFacts, LibtorchInstall
 from doctor.probe.python_torch import PythonTorch
 from doctor.probe.system import SystemFacts
 from doctor.quoting import sh_paste
 
-FETCH = 'doctor fetch-libtorch && eval "$(doctor emit setenv)"'
 ENV_ORIGINS = {"LIBTORCH": "LIBTORCH", "LIBTORCH_INCLUDE/LIBTORCH_LIB": "LIBTORCH_LIB", "Torch_DIR": "Torch_DIR"}
 
 
@@ -55,6 +56,8 @@ def _tree_findings(c: LibtorchInstall, system: SystemFacts, active: bool = True)
     out = []
     variable = next((ENV_ORIGINS[o] for o in c.origins if o in ENV_ORIGINS), None)
     if not c.exists or not c.complete:
+        if "LIBTORCH_INCLUDE/LIBTORCH_LIB" in c.origins and len(c.origins) == 1:
+            return out  # diagnose/clients.py names the variable that is wrong (issue 18)
         what = "does not exist" if not c.exists else "is not a complete libtorch (no include/torch or lib/libc10)"
         named_by = f"{variable}={c.root}" if variable else c.root
         out.append(

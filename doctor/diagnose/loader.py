@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from doctor import fixes
 from doctor.model import Area, Evidence, Finding, Level
 from doctor.probe.loader import LoaderFacts
-from doctor.quoting import sh_paste, sh_prepend
 
 
 def loader_area(l: LoaderFacts) -> Area:
     if l.lib_dir is None:
         return Area("loader", "Loader", "no active libtorch to check")
+    if l.foreign:
+        name = {"Darwin": "macOS", "Windows": "Windows"}.get(l.foreign, l.foreign)
+        return Area("loader", "Loader", f"a {name} tree: its loader is simulated in the Platform area")
     details = []
     for view in l.libraries:
         r = view.for_programs
@@ -26,7 +29,7 @@ def loader_area(l: LoaderFacts) -> Area:
                 f"{', '.join(missing)} not on the loader path: programs linked against libtorch will not start",
                 detail=f"{l.lib_dir} is neither in {l.variable} nor in the ld.so cache; a program built with -ltorch "
                 "and no rpath fails with 'libc10.so: cannot open shared object file'.",
-                fix=f'{sh_prepend(l.variable, [l.lib_dir])}   (or: eval "$(doctor emit setenv)", or link with {sh_paste("-Wl,-rpath," + l.lib_dir)})',
+                fix=fixes.run_time_path(l.lib_dir, variable=l.variable),
                 area="loader",
                 evidence=[Evidence("env", l.variable, ":".join(l.search_path) or "(unset)")],
                 subject=l.lib_dir,
@@ -55,7 +58,7 @@ def loader_area(l: LoaderFacts) -> Area:
                 f"libtorch libraries that are not usable ELF files: {', '.join(u.split(':')[0] for u in others)}",
                 detail="\n".join(f"{l.lib_dir}/{u}" for u in others)
                 + "\nA program linked against them fails to load; their own NEEDED libraries are unknown.",
-                fix='remove the tree and install it again: doctor fetch-libtorch && eval "$(doctor emit setenv)"',
+                fix=f"remove the tree and install it again: {fixes.FETCH}",
                 area="loader",
                 evidence=[e for e in l.evidence if e.kind == "elf" and e.excerpt.startswith("unreadable")],
                 subject="unreadable",

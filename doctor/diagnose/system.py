@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from doctor.diagnose.common import human_bytes
+from doctor.formats import human_bytes
 from doctor.model import Area, Finding, Level
 from doctor.probe.python_torch import PythonTorch
 from doctor.probe.system import SystemFacts

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from doctor import fixes
 from doctor.model import Area, Evidence, Finding, Level
 from doctor.probe.libtorch import LibtorchInstall
 from doctor.probe.toolchain import ToolchainFacts
@@ -26,7 +27,7 @@ def toolchain_area(t: ToolchainFacts, active: LibtorchInstall | None) -> Area:
                     "cxx.std-too-old",
                     Level.ERROR,
                     f"{c.name} {c.version} accepts at most -std=c++{c.max_std}; libtorch {active.label} needs C++{need}",
-                    fix=f"install a newer compiler (g++ ≥ 11 or clang++ ≥ 14 for C++20) and build with -std=c++{need}",
+                    fix=fixes.newer_compiler(need),
                     area="toolchain",
                     evidence=c.evidence,
                     subject=c.path,
@@ -39,8 +40,8 @@ def toolchain_area(t: ToolchainFacts, active: LibtorchInstall | None) -> Area:
                         fix=f"use -std=c++{need} in {variable}", area="toolchain",
                         evidence=[Evidence("env", variable, f"-std=c++{std}")], subject=variable)
             )
-    if active and active.abi:
-        want = "1" if active.abi == "cxx11" else "0"
+    if active and active.abi in fixes.ABI_FLAG:
+        want = fixes.ABI_FLAG[active.abi]
         for variable, value in t.abi_flags:
             if value != want:
                 findings.append(
@@ -50,7 +51,7 @@ def toolchain_area(t: ToolchainFacts, active: LibtorchInstall | None) -> Area:
                         f"{variable} has -D_GLIBCXX_USE_CXX11_ABI={value}, but libtorch at {active.root} uses the {active.abi} ABI",
                         detail="Code compiled with a different std::string layout fails to link against libtorch "
                         "(undefined reference to c10::...(std::string const&)).",
-                        fix=f"use -D_GLIBCXX_USE_CXX11_ABI={want} in {variable} (or remove it)",
+                        fix=f"use {fixes.abi_define(active.abi)} in {variable} (or remove it)",
                         area="toolchain",
                         evidence=[Evidence("env", variable, f"-D_GLIBCXX_USE_CXX11_ABI={value}")]
                         + [e for e in active.evidence if "ABI" in e.excerpt or "string" in e.excerpt][:1],

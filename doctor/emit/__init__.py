@@ -37,7 +37,7 @@ def find_install(host: Host, root: Path | str | None = None) -> LibtorchInstall:
     if root is not None:
         root_s = str(Path(root).expanduser())
         if not host.is_dir(root_s):
-            raise DoctorError(f"--libtorch {root_s}: no such directory", "give the folder that holds lib/ and include/")
+            raise DoctorError(f"--libtorch {root_s}: no such directory", "give the folder that holds lib/ and include/", error_id="emit.no-such-libtorch")
         install = inspect_tree(host, root_s, ["--libtorch"], [Evidence("arg", "--libtorch", root_s)])
         install.hasktorch = install.hasktorch or _hasktorch_layout(host, root_s)
     else:
@@ -47,11 +47,13 @@ def find_install(host: Host, root: Path | str | None = None) -> LibtorchInstall:
             raise DoctorError(
                 "no libtorch found to emit an environment for",
                 "pass --libtorch DIR, or fetch one with `doctor fetch-libtorch`",
+                error_id="emit.no-libtorch",
             )
     if not install.complete:
         raise DoctorError(
             f"{install.root} is not a complete libtorch (it needs include/torch and lib/libc10)",
             "pass --libtorch DIR naming the folder that holds lib/ and include/",
+            error_id="emit.incomplete-libtorch",
         )
     return install
 
@@ -133,13 +135,9 @@ def _encode(text: str, fmt: str, shell: str | None) -> bytes:
 
 
 def write_output(host: Host, output: Path, data: bytes) -> None:
-    """Write `data` to `output` (-o), byte-exact; a file-system error is a message, not a crash."""
-    target = host.real(output)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        # Bytes, not text mode: cmd files carry \r\n, which text mode would double on Windows.
-        target.write_bytes(data)
-    except OSError as exc:
-        what = "is a directory" if target.is_dir() else (exc.strerror or str(exc))
-        raise DoctorError(f"cannot write {output}: {what}",
-                          "give -o a file in a folder you can write, or leave -o out to print to stdout") from None
+    """Write `data` to `output` (-o), byte-exact and atomic (a shell sourcing it meanwhile
+    sees the old file or the new one); a file-system error is a message, not a crash. A
+    symlink at `output` is followed, as `> file` would."""
+    # Bytes, not text: cmd files carry \r\n, which text mode would double on Windows.
+    host.write_atomic(output, data, follow=True, doing="write",
+                      instead="give -o a file in a folder you can write, or leave -o out to print to stdout")

@@ -1,13 +1,18 @@
-"""A cabal.project.local fragment for Hasktorch: where libtorch-ffi finds headers and libraries.
+"""A cabal.project.local for Hasktorch (and any package with a C++ shim over libtorch).
 
-Both include dirs are needed (`include` and `include/torch/csrc/api/include`); `shared` and
-`executable-dynamic` because libtorch is only shipped as shared libraries.
+What libtorch-ffi's Setup.hs (hasktorch 7395e0b) adds in its confHook, written where cabal
+reads it instead: `extra-lib-dirs` = <lib>, `extra-include-dirs` = <include> and
+<include>/torch/csrc/api/include, and the rpath (`-Wl,-rpath,<lib>`) so the executable runs
+without LD_LIBRARY_PATH. Setup.hs passes the rpath as ld program arguments; a project file's
+`ld-options` only reaches `ld -r` steps, so the rpath goes to GHC's link as `-optl` instead.
+On macOS Setup.hs also adds `-optl-ld_classic` (Xcode 15's new linker mishandles GHC's objects)
+and no rpath for dynamic executables (Cabal already adds one; a second is rejected by dyld:
+"duplicate LC_RPATH").
 """
 
 from __future__ import annotations
 
 from doctor.emit._common import header_lines, refuse_control
-from doctor.emit.variables import loader_variable
 from doctor.host import Host
 
 
@@ -21,18 +26,27 @@ def render(install, host: Host) -> str:
     lib_dir = str(install.lib_dir)
     refuse_control([*include_dirs, lib_dir], "cabal.project.local")
     includes = ", ".join(cabal_str(d) for d in include_dirs)
+    ghc_options = []
+    if host.system == "Darwin":
+        ghc_options.append("-optl-ld_classic")
+    else:
+        ghc_options.append(cabal_str(f"-optl-Wl,-rpath,{lib_dir}"))
     lines = ["-- " + line for line in header_lines(install, "doctor emit cabal")]
     lines += [
-        "-- Put in cabal.project.local (or append to it). At run time the loader still needs",
-        f"-- {loader_variable(host.system)}: see `doctor emit setenv`.",
+        "-- Put in cabal.project.local (or append to it). Executables get an rpath to the lib dir.",
         "",
         "package libtorch-ffi",
         f"  extra-include-dirs: {includes}",
         f"  extra-lib-dirs: {cabal_str(lib_dir)}",
         "",
         "package *",
+        f"  extra-include-dirs: {includes}",
         f"  extra-lib-dirs: {cabal_str(lib_dir)}",
+        f"  ghc-options: {' '.join(ghc_options)}",
         "  shared: True",
         "  executable-dynamic: True",
     ]
+    if host.system == "Darwin":
+        lines += ["", "-- macOS: -optl-ld_classic as Hasktorch's Setup.hs adds (Xcode 15+ linker); no extra rpath,",
+                  "-- Cabal adds one per extra-lib-dir for dynamic executables and dyld rejects a duplicate."]
     return "\n".join(lines) + "\n"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from doctor.emit._common import header_lines
 from doctor.emit.variables import apply, variables
-from doctor.errors import DoctorError
 from doctor.host import Host
 from doctor.quoting import github_env_block, github_path_line
 
@@ -54,11 +53,7 @@ def write(install, host: Host) -> list[str]:
 
 
 def append(host: Host, var: str, target: str, text: str) -> None:
-    try:
-        with open(host.real(target), "a", encoding="utf-8") as fh:
-            fh.write(text)
-    except OSError as exc:
-        raise DoctorError(
-            f"cannot append to ${var} ({target}): {exc.strerror or exc}",
-            f"${var} must name a writable file (the runner sets it); run `doctor emit github` without it to print the lines",
-        ) from None
+    """One append through the Host door (same root mapping and error translation as reads)."""
+    host.append(target, text, doing=f"append to ${var}",
+                instead=f"${var} must name a writable file (the runner sets it); "
+                        "run `doctor emit github` without it to print the lines")

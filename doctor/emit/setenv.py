@@ -58,6 +58,26 @@ def render(install, host: Host, shell: str | None = None) -> str:
     return render_dotenv(vars, install, command, host)
 
 
+def macos_notes(vars: list[Var]) -> list[str]:
+    """Comment lines (without the marker) for a macOS setenv: DYLD_LIBRARY_PATH does not reach
+    programs under /usr/bin (SIP strips DYLD_* from them), so a build run via make or a shell
+    script needs rpaths instead. Empty when no DYLD_LIBRARY_PATH is written."""
+    from doctor.emit._common import one_line
+
+    dyld = [v for v in vars if v.name == "DYLD_LIBRARY_PATH"]
+    if not dyld:
+        return []
+    lib = one_line(dyld[0].elements()[0])
+    return [
+        "macOS: System Integrity Protection strips DYLD_* from programs under /usr/bin, /bin and /sbin",
+        "(make, bash and sh scripts, env), so a build or test started through them does not see",
+        "DYLD_LIBRARY_PATH. What works everywhere is an rpath in the binary:",
+        f"  link with -Wl,-rpath,{lib}",
+        f"  CMake: set(CMAKE_BUILD_RPATH \"{lib}\") and set(CMAKE_INSTALL_RPATH \"{lib}\")",
+        f"  a built program: install_name_tool -add_rpath {lib} <program>",
+    ]
+
+
 # -- POSIX sh, bash, zsh: one text works in all three (and dash) --
 
 
@@ -94,6 +114,7 @@ def render_sh(vars: list[Var], install, command: str, shell: str = "sh") -> str:
         directive += " disable=SC2016"
     lines = [directive]
     lines += ["# " + line for line in header_lines(install, command)]
+    lines += ["# " + line for line in macos_notes(vars)]
     lines += ['# Use: . ./setenv.sh   or   eval "$(doctor emit setenv)"', ""]
     lines += [f"export {v.name}={sh_quote(v.value)}" for v in vars if v.mode == "set"]
     prepends = [v for v in vars if v.mode == "prepend"]
@@ -124,6 +145,7 @@ end"""
 
 def render_fish(vars: list[Var], install, command: str) -> str:
     lines = ["# " + line for line in header_lines(install, command)]
+    lines += ["# " + line for line in macos_notes(vars)]
     lines += ["# Use: source setenv.fish   or   doctor emit setenv --shell fish | source", ""]
     lines += [f"set -gx {v.name} {fish_quote(v.value)}" for v in vars if v.mode == "set"]
     prepends = [v for v in vars if v.mode == "prepend"]
@@ -146,6 +168,7 @@ def render_pwsh(vars: list[Var], install, command: str, system: str) -> str:
     # Windows compares paths case-insensitively; elsewhere they are distinct names.
     notcontains = "-notcontains" if system == "Windows" else "-cnotcontains"
     lines = ["# " + line for line in header_lines(install, command)]
+    lines += ["# " + line for line in macos_notes(vars)]
     lines += ["# Use: . ./setenv.ps1", ""]
     lines += [f"$env:{v.name} = {pwsh_quote(v.value)}" for v in vars if v.mode == "set"]
     prepends = [v for v in vars if v.mode == "prepend"]

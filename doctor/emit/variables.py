@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath, PureWindowsPath
 
+from doctor.catalog.platforms import loader_variable, separator
+from doctor.catalog.releases import ABI_DEFINE
 from doctor.quoting import list_element
 
 
@@ -30,15 +32,6 @@ class Var:
 
     def elements(self, system: str = "Linux") -> list[str]:
         return [e for e in self.value.split(separator(system)) if e] if self.mode == "prepend" else [self.value]
-
-
-def separator(system: str = "Linux") -> str:
-    return ";" if system == "Windows" else ":"
-
-
-def loader_variable(system: str = "Linux") -> str:
-    """The variable the dynamic loader searches at run time."""
-    return {"Darwin": "DYLD_LIBRARY_PATH", "Windows": "PATH"}.get(system, "LD_LIBRARY_PATH")
 
 
 def _path(system: str):
@@ -61,8 +54,8 @@ def variables(install, system: str = "Linux") -> list[Var]:
         Var("LIBTORCH_INCLUDE", str(P(include_dirs[0]).parent), "set"),
         Var("LIBTORCH_LIB", str(P(lib_dir).parent), "set"),
     ]
-    if system == "Linux" and install.abi in ("cxx11", "pre-cxx11"):
-        out.append(Var("LIBTORCH_CXX11_ABI", "1" if install.abi == "cxx11" else "0", "set"))
+    if system == "Linux" and install.abi in ABI_DEFINE:
+        out.append(Var("LIBTORCH_CXX11_ABI", ABI_DEFINE[install.abi], "set"))
     h = getattr(install, "hasktorch", None)
     if h:
         out += [

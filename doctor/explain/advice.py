@@ -1,68 +1,63 @@
 """From what the log proved to what to do on this machine.
 
-One function per diagnosis id turns the matched lines (and their named groups) plus the facts
-of this machine — the active libtorch, the OS, glibc, the environment — into a concrete title,
-explanation and fix: the exact -D flag, the directory to add, the variant to fetch. Without
-facts each falls back to the generic text of the pattern table, never to a guess.
+One function per diagnosis id turns the matched lines (and their named groups) plus the plain
+facts of this machine the command layer gathered (doctor/explain/facts.py) into a concrete
+title, explanation and fix: the exact -D flag, the directory to add, the variant to fetch. The
+fix wording comes from doctor/fixes.py (shared with `check`), every version and variant fact
+from the catalog. Without facts each falls back to the generic text of the pattern table, never
+to a guess.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import PurePath
+from typing import TYPE_CHECKING
 
-from doctor.catalog.cuda import arch_list, covers, cuda_of_variant, floor_driver
-from doctor.diagnose.common import version_key
-from doctor.emit.variables import loader_variable
-from doctor.explain.engine import Match
+from doctor import fixes
+from doctor.catalog.cuda import (
+    DRIVER_LIBRARIES,
+    NVML_LIBRARIES,
+    arch_list,
+    covers,
+    cuda_of_variant,
+    floor_driver,
+    parse_cuda_version,
+)
+from doctor.catalog.platforms import library_file, loader_variable
+from doctor.catalog.recommend import cuda_sorted, newest_release, published_variants
+from doctor.catalog.releases import (
+    SERIES,
+    THC_REMOVED,
+    glibc_needed,
+    newest_series_for_glibc,
+    newest_version,
+    series_name,
+    torchvision_for,
+)
+from doctor.catalog.toolkit import cuda_library_prefixes
+from doctor.explain.cuda_advice import CUDA_ADVISORS
+from doctor.explain.facts import Advice, LibtorchFacts, MachineFacts
+from doctor.formats import human_bytes, symbol_version_key, version_tuple
 from doctor.model import Evidence
 from doctor.quoting import sh_paste, sh_prepend
-from doctor.probe.nvidia import parse_cuda_version
 
-FETCH = 'doctor fetch-libtorch && eval "$(doctor emit setenv)"'
-SETENV = 'eval "$(doctor emit setenv)"'
+if TYPE_CHECKING:  # the engine calls advise(); advice only reads the Match it is given
+    from doctor.explain.engine import Match
 
+FETCH = fixes.FETCH
+SETENV = fixes.SETENV
 
-@dataclass
-class MachineFacts:
-    """What explain knows about this machine; every field may be missing."""
-
-    install: object | None = None  # doctor.probe.libtorch.LibtorchInstall
-    system: str = "Linux"
-    machine: str = "x86_64"
-    glibc: str | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
-    exists: Callable[[str], bool] | None = None  # host.exists, to look for a header in an include dir
-
-    @classmethod
-    def from_host(cls, host, install=None) -> MachineFacts:
-        return cls(install, host.system, host.machine, host.glibc, dict(host.env), host.exists)
-
-    @classmethod
-    def detect(cls, host) -> MachineFacts:
-        """Facts from the probes: the active libtorch as `doctor check` would pick it."""
-        from doctor.probe.libtorch import detect_libtorch
-        from doctor.probe.python_torch import detect_python_torch
-
-        facts = detect_libtorch(host, detect_python_torch(host))
-        return cls.from_host(host, facts.active_install)
+__all__ = ["ADVISORS", "Advice", "MachineFacts", "advise_with", "lookups"]
 
 
-@dataclass
-class Advice:
-    title: str
-    detail: list[str]
-    fix: str
-    subject: str = ""
-    evidence: list[Evidence] = field(default_factory=list)
-
-
-def advise(match: Match, facts: MachineFacts | None) -> Advice:
+def advise_with(advisors: Mapping[str, Callable[[Match, MachineFacts], Advice]], match: Match,
+                facts: MachineFacts | None) -> Advice:
+    """The advice for one match from `advisors` (doctor.explain.advisors holds the full table)."""
     facts = facts or MachineFacts()
     rule = match.rule
-    make = ADVISORS.get(rule.id)
+    make = advisors.get(rule.id)
     advice = make(match, facts) if make else Advice(rule.title, [rule.cause], rule.fix)
     install = _install(facts)
     if install is not None and rule.id != "cuda.no-device":
@@ -70,12 +65,31 @@ def advise(match: Match, facts: MachineFacts | None) -> Advice:
     return advice
 
 
+def lookups(match: Match, facts: MachineFacts) -> list[str]:
+    """The files whose presence would make this match's advice concrete: the headers the log misses
+    in each include dir, the libraries in the lib dir, nvcc under CUDA_HOME. The command layer looks
+    them up and hands the answers back in `MachineFacts.looked` / `present`."""
+    install = _install(facts)
+    paths: list[str] = []
+    rule = match.rule.id
+    if install is not None and rule == "headers.missing":
+        paths += [str(PurePath(d) / h.replace("\\", "/")) for h in match.values("header") for d in install.include_dirs]
+    if install is not None and rule == "link.library-missing":
+        system = _platform(match, facts)
+        paths += [str(PurePath(install.lib_dir) / _lib_file(lib, system)) for lib in _libs_of(match)]
+    if install is not None and rule == "loader.library-not-found":
+        paths += [str(PurePath(install.lib_dir) / lib) for lib in match.values("lib")]
+    if rule == "cuda.toolkit-not-found":
+        home = facts.env.get("CUDA_HOME") or facts.env.get("CUDA_PATH")
+        paths += ([f"{home}/bin/nvcc"] if home else []) + ["/usr/local/cuda/bin/nvcc"]
+    return list(dict.fromkeys(paths))
+
+
 # -- helpers --
 
 
-def _install(facts: MachineFacts):
-    install = facts.install
-    return install if install is not None and getattr(install, "exists", False) else None
+def _install(facts: MachineFacts) -> LibtorchFacts | None:
+    return facts.install
 
 
 def _where(install) -> str:
@@ -95,13 +109,10 @@ def _platform(match: Match, facts: MachineFacts) -> str:
 
 
 def _prepend(var: str, value: str, system: str = "Linux") -> str:
-    if system == "Windows":
-        return f'set "{var}={value};%{var}%"'
-    return sh_prepend(var, value.split(":"))
+    return fixes.prepend_path(var, value.split(";" if system == "Windows" else ":"), system)
 
 
-def _lib_file(stem: str, system: str) -> str:
-    return {"Darwin": f"lib{stem}.dylib", "Windows": f"{stem}.dll"}.get(system, f"lib{stem}.so")
+_lib_file = library_file
 
 
 def _plural(items: list[str]) -> str:
@@ -140,29 +151,45 @@ def _glibc(match: Match, facts: MachineFacts) -> Advice:
     sources = match.values("from")
     by = match.values("by")
     detail = [match.rule.cause]
-    glibc_needs = sorted((n for n in needs if n.startswith("GLIBC_")), key=version_key)
-    cxx_needs = sorted((n for n in needs if not n.startswith("GLIBC_")), key=version_key)
+    glibc_needs = sorted((n for n in needs if n.startswith("GLIBC_")), key=symbol_version_key)
+    cxx_needs = sorted((n for n in needs if not n.startswith("GLIBC_")), key=symbol_version_key)
     if by:
         detail.append(f"Needed by {by[0]}.")
-    fixes = []
+    fix_lines = []
     if glibc_needs:
         newest = glibc_needs[-1]
         have = facts.glibc
         detail.append(f"It needs {newest}" + (f"; this system has glibc {have}." if have else "."))
-        fixes.append(f"run on a distribution with glibc ≥ {newest.split('_', 1)[1]} (libtorch ≥ 2.7 is built on "
-                     "manylinux_2_28: glibc 2.28), or use a libtorch ≤ 2.6")
+        install = _install(facts)
+        fix_lines.append(_glibc_fix(newest.split("_", 1)[1], have, install.version if install is not None else None))
     if cxx_needs:
         newest = cxx_needs[-1]
         lib = next((s for s in sources if "stdc++" in s), None)
         detail.append(f"It needs {newest} from libstdc++" + (f", and the one loaded is {lib}." if lib else "."))
         if lib and ("conda" in lib or "/envs/" in lib or "mamba" in lib):
-            fixes.append(f"the conda environment's libstdc++ ({sh_paste(lib)}) is too old: conda install -c conda-forge "
-                         "'libstdcxx-ng>=13' (or put the system's newer libstdc++ first: "
-                         "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6)")
+            fix_lines.append(fixes.conda_libstdcxx(lib))
         else:
-            fixes.append("install a newer libstdc++ (a newer gcc / libstdc++6 package, or conda's libstdcxx-ng)")
+            fix_lines.append(fixes.newer_libstdcxx())
     title = f"this system is too old for the library: {_plural(needs)} not available" if needs else match.rule.title
-    return Advice(title, detail, "\n".join(fixes) or match.rule.fix, subject=_plural(needs))
+    return Advice(title, detail, "\n".join(fix_lines) or match.rule.fix, subject=_plural(needs))
+
+
+def _glibc_fix(need: str, have: str | None, version: str | None = None) -> str:
+    """A newer OS, or the newest libtorch the catalog says runs on this glibc. `version`: the active
+    libtorch's, when the facts give it; the newest release (what fetch-libtorch takes) otherwise."""
+    version = version or newest_version()
+    text = f"run on a distribution with glibc ≥ {need}"
+    floor = glibc_needed(version)
+    if floor:
+        text += f" (libtorch {series_name(version)} needs glibc {floor})"
+    fits = newest_series_for_glibc(have) if have else None
+    if fits:
+        text += f", or use libtorch {fits} or older, which runs on this glibc {have}"
+    else:
+        older = [s.series for s in SERIES if glibc_needed(s.series) != floor]
+        if older:
+            text += f", or use a libtorch ≤ {older[-1]} (built for an older glibc)"
+    return text
 
 
 def _duplicate_rpath(match: Match, facts: MachineFacts) -> Advice:
@@ -197,8 +224,7 @@ def _cxx_std(match: Match, facts: MachineFacts) -> Advice:
         detail.append(f"The active {_where(install)} needs C++{install.cxx_standard} "
                       f"(from {install.cxx_standard_source or 'its version'}).")
         need = max(need, install.cxx_standard)
-    fix = (f"compile with -std=c++{need} (CMake: set(CMAKE_CXX_STANDARD {need}); MSVC: /std:c++{need}; "
-           "a compiler that supports it: gcc ≥ 9 / clang ≥ 10 for C++17, gcc ≥ 10 / clang ≥ 12 for C++20)")
+    fix = fixes.cxx_standard(need)
     return Advice(f"libtorch needs C++{need}; the compiler ran an older standard", detail, fix, subject=f"c++{need}")
 
 
@@ -210,17 +236,15 @@ def _headers(match: Match, facts: MachineFacts) -> Advice:
         dirs = [str(d) for d in install.include_dirs]
         located = []
         for header in headers:
-            where = next((d for d in dirs if facts.exists and facts.exists(str(PurePath(d) / header))), None)
+            where = next((d for d in dirs if facts.has(str(PurePath(d) / header))), None)
             if where:
                 located.append(f"{header} is in {where}" + (" (the second include dir, the one most often missed)"
                                                             if where == dirs[-1] and len(dirs) > 1 else ""))
-            else:
+            elif any(facts.lacks(str(PurePath(d) / header)) for d in dirs):
                 located.append(f"{header} is not in the active {_where(install)}: the code expects another "
                                "libtorch version, or a header libtorch does not have")
         detail += located
-        cabal = " ".join(sh_paste(f"--extra-include-dirs={d}") for d in dirs)
-        fix = (f"{sh_prepend('CPLUS_INCLUDE_PATH', dirs)}\n"
-               f"(or {' '.join(sh_paste('-I' + d) for d in dirs)}; cabal: {cabal}; or {SETENV})")
+        fix = fixes.include_dirs(dirs)
     else:
         detail.append("No libtorch was found on this machine.")
         fix = (f"{FETCH}\n(libtorch needs both <root>/include and <root>/include/torch/csrc/api/include on the "
@@ -246,8 +270,8 @@ def _link(match: Match, facts: MachineFacts) -> Advice:
                       "paths: give the directory explicitly.")
     if install is not None:
         lib_dir = str(install.lib_dir)
-        absent = [lib for lib in libs if facts.exists and not facts.exists(str(PurePath(lib_dir) / _lib_file(lib, system)))]
-        present = [lib for lib in libs if lib not in absent]
+        absent = [lib for lib in libs if facts.lacks(str(PurePath(lib_dir) / _lib_file(lib, system)))]
+        present = [lib for lib in libs if facts.has(str(PurePath(lib_dir) / _lib_file(lib, system)))]
         if present:
             detail.append(f"{_plural(_lib_file(l, system) for l in present)} {'is' if len(present) == 1 else 'are'} in {lib_dir}.")
         if absent:
@@ -255,14 +279,9 @@ def _link(match: Match, facts: MachineFacts) -> Advice:
                           f"the active {_where(install)}"
                           + (": a CPU build has no CUDA libraries" if (install.variant == "cpu" and any("cuda" in a for a in absent)) else "")
                           + ".")
-        if system == "Windows":
-            fix = f'{_prepend("LIB", lib_dir, "Windows")}   (or /LIBPATH:"{lib_dir}")'
-        else:
-            fix = (f"{sh_prepend('LIBRARY_PATH', [lib_dir])}\n(or {sh_paste('-L' + lib_dir)}; "
-                   f"cabal: {sh_paste('--extra-lib-dirs=' + lib_dir)}; "
-                   f"setup.py: LDFLAGS={sh_paste('-L' + lib_dir)}; or {SETENV})")
+        fix = fixes.link_dir(lib_dir, system)
         if absent and any("cuda" in a for a in absent) and install.variant == "cpu":
-            fix += "\nfor " + _plural(absent) + ": fetch a CUDA variant (doctor fetch-libtorch --variant cu126) or drop them"
+            fix += "\nfor " + _plural(absent) + f": drop them, or fetch a CUDA variant: {_cuda_fetch(install.version)}"
     else:
         detail.append("No libtorch was found on this machine.")
         fix = FETCH
@@ -280,7 +299,7 @@ def _symbol_abi(symbol: str) -> str | None:
     return None
 
 
-_FLAG = {"cxx11": "1", "pre-cxx11": "0"}
+_FLAG = fixes.ABI_FLAG
 _NAME = {"cxx11": "the CXX11 std::string ABI", "pre-cxx11": "the old (pre-CXX11) std::string ABI"}
 
 
@@ -307,13 +326,11 @@ def _abi(match: Match, facts: MachineFacts) -> Advice:
         fix = f"{sh_prepend('LIBRARY_PATH', [str(install.lib_dir)])}; {sh_prepend(loader_variable(facts.system), [str(install.lib_dir)])}"
         title = "C++ ABI mismatch: the program was linked against another libtorch than the active one"
     elif library:
-        value = _FLAG[library]
-        fix = (f"compile with -D_GLIBCXX_USE_CXX11_ABI={value} (CMake: add ${{TORCH_CXX_FLAGS}} or link the Torch target; "
-               f"tch-rs: LIBTORCH_CXX11_ABI={value})")
+        fix = fixes.build_with_abi(library)
         version = install.version if install is not None else None
-        if version and version_key(version)[:2] <= (2, 6):
-            other = "pre-cxx11" if library == "cxx11" else "cxx11"
-            fix += f"\nor fetch the {other} build of libtorch {version} (published up to 2.6)"
+        other = fixes.other_abi_build(version, "pre-cxx11" if library == "cxx11" else "cxx11")
+        if other:
+            fix += "\n" + other
         title = (f"C++ ABI mismatch: the program uses {_NAME[program]}, libtorch {_NAME[library]}"
                  if program else "C++ ABI mismatch between the program and libtorch")
     else:
@@ -328,23 +345,23 @@ def _version(match: Match, facts: MachineFacts) -> Advice:
     variant = install.variant if install is not None and install.variant else None
     if expected:
         title = f"tch-rs expects libtorch {expected}, found {got}"
-        fix = (f"use libtorch {expected}: doctor fetch-libtorch --version {expected}"
-               + (f" --variant {variant}" if variant else "")
-               + f" && {SETENV}\n(or use the tch release made for {got}; LIBTORCH_BYPASS_VERSION_CHECK=1 skips the check at your own risk)")
+        fix = (f"use libtorch {expected}: {fixes.fetch_and_setenv(expected, variant)}\n(or use the tch release made for {got}; LIBTORCH_BYPASS_VERSION_CHECK=1 skips the check at your own risk)")
         return Advice(title, detail, fix, subject=expected)
     headers = match.values("header")
     if headers:
-        detail.append(f"{_plural(headers)} belonged to the TH/THC libraries, removed in PyTorch 1.11.")
-        fix = ("build this code against libtorch ≤ 1.10, or port it to ATen (THC/THC.h → ATen/cuda/CUDAContext.h, "
-               "THCudaCheck → C10_CUDA_CHECK)")
-        return Advice(f"the code needs a libtorch older than 1.11 ({_plural(headers)} is gone)", detail, fix, subject=_plural(headers))
+        detail.append(f"{_plural(headers)} belonged to the TH/THC libraries, removed in PyTorch {THC_REMOVED}.")
+        fix = (f"build this code against a libtorch older than {THC_REMOVED}, or port it to ATen (THC/THC.h → "
+               "ATen/cuda/CUDAContext.h, THCudaCheck → C10_CUDA_CHECK)")
+        return Advice(f"the code needs a libtorch older than {THC_REMOVED} ({_plural(headers)} is gone)", detail, fix,
+                      subject=_plural(headers))
     ops = match.values("op")
     where = f"the active {_where(install)}" if install is not None else "the installed torch"
     if ops:
         detail.append(f"{_plural(ops)} is registered by torchvision's C++ extension, which failed to load for {where}.")
         version = install.version if install is not None else None
+        vision = torchvision_for(version) if version else None
         fix = ("install the torchvision built for this torch"
-               + (f" (torch {version} ↔ torchvision 0.{version_key(version)[1] + 15}.x)" if version and version_key(version)[:1] == (2,) else "")
+               + (f" (torch {version} ↔ torchvision {vision}.x)" if vision else "")
                + ", from the same index (same cpu/cuXYZ variant)")
         return Advice("torchvision does not match torch", detail, fix, subject=_plural(ops))
     symbols = match.values("symbol")
@@ -357,9 +374,9 @@ def _version(match: Match, facts: MachineFacts) -> Advice:
     return Advice("an extension was built for another libtorch version", detail, fix, subject=symbols[0] if symbols else "")
 
 
-_DRIVER_LIBS = ("libcuda.so", "libnvidia-ml.so", "libcuda.dylib")
-_CUDA_RUNTIME = ("libcudart", "libcublas", "libcudnn", "libcufft", "libcurand", "libcusolver", "libcusparse", "libnvrtc",
-                 "libnvJitLink", "libnvToolsExt", "libnccl", "libcupti", "libcufile", "cudart64", "cublas64", "cudnn64", "nvrtc64")
+# The driver's libraries and the CUDA runtime's, by file-name prefix: the catalog's lists.
+_DRIVER_LIBS = tuple(dict.fromkeys(name.split(".so")[0] + ".so" for name in (*DRIVER_LIBRARIES, *NVML_LIBRARIES)))
+_CUDA_RUNTIME = cuda_library_prefixes()
 
 
 def _loader(match: Match, facts: MachineFacts) -> Advice:
@@ -371,35 +388,37 @@ def _loader(match: Match, facts: MachineFacts) -> Advice:
     driver = [l for l in libs if l.startswith(_DRIVER_LIBS)]
     runtime = [l for l in libs if l.startswith(_CUDA_RUNTIME)]
     torch_libs = [l for l in libs if l not in driver and l not in runtime]
-    fixes = []
+    fix_lines = []
     if driver:
         detail.append(f"{_plural(driver)} belong{'s' * (len(driver) == 1)} to the NVIDIA driver, not to libtorch.")
-        fixes.append("install/load the NVIDIA driver; in a container run with --gpus all (NVIDIA Container Toolkit); "
+        fix_lines.append("install/load the NVIDIA driver; in a container run with --gpus all (NVIDIA Container Toolkit); "
                      "on NixOS: " + _prepend("LD_LIBRARY_PATH", "/run/opengl-driver/lib"))
     if runtime:
         detail.append(f"{_plural(runtime)} {'is' if len(runtime) == 1 else 'are'} CUDA runtime libraries libtorch loads.")
-        fixes.append("use a libtorch zip that bundles them, or install the matching nvidia-* wheels / CUDA toolkit and "
+        fix_lines.append("use a libtorch zip that bundles them, or install the matching nvidia-* wheels / CUDA toolkit and "
                      f"add their lib folder to {variable}")
     if torch_libs or not libs:
         if install is not None:
             lib_dir = str(install.lib_dir)
-            missing = [l for l in torch_libs if facts.exists and not facts.exists(str(PurePath(lib_dir) / l))]
+            missing = [l for l in torch_libs if facts.lacks(str(PurePath(lib_dir) / l))]
             if missing:
                 detail.append(f"{_plural(missing)} {'is' if len(missing) == 1 else 'are'} not in the active {_where(install)}"
                               + (" (a CPU build): the program was built against a CUDA libtorch" if install.variant == "cpu"
                                  and any("cuda" in m for m in missing) else "") + ".")
-            else:
-                detail.append(f"{_plural(torch_libs) or 'libtorch'} {'is' if len(torch_libs) <= 1 else 'are'} in {lib_dir}.")
+            elif torch_libs and all(facts.has(str(PurePath(lib_dir) / l)) for l in torch_libs):
+                detail.append(f"{_plural(torch_libs)} {'is' if len(torch_libs) <= 1 else 'are'} in {lib_dir}.")
+            elif not torch_libs:
+                detail.append(f"libtorch's libraries are in {lib_dir}.")
             if system == "Windows":
-                fixes.append(f'{_prepend("PATH", lib_dir, "Windows")}   (or copy the DLLs next to the .exe; the '
+                fix_lines.append(f'{_prepend("PATH", lib_dir, "Windows")}   (or copy the DLLs next to the .exe; the '
                              "Visual C++ redistributable must be installed)")
             else:
-                fixes.append(f"{sh_prepend(variable, [lib_dir])}\n(or link with {sh_paste('-Wl,-rpath,' + lib_dir)}; or {SETENV})")
+                fix_lines.append(f"{fixes.loader_path(lib_dir, system)}\n(or link with {fixes.rpath_flag(lib_dir)}; or {SETENV})")
         else:
             detail.append("No libtorch was found on this machine.")
-            fixes.append(f"{FETCH}   (it puts libtorch's lib dir on {variable})")
+            fix_lines.append(f"{FETCH}   (it puts libtorch's lib dir on {variable})")
     title = f"the loader cannot find {_plural(libs)}" if libs else match.rule.title
-    return Advice(title, detail, "\n".join(fixes), subject=_plural(libs))
+    return Advice(title, detail, "\n".join(fix_lines), subject=_plural(libs))
 
 
 def _as_needed(match: Match, facts: MachineFacts) -> Advice:
@@ -412,25 +431,23 @@ def _as_needed(match: Match, facts: MachineFacts) -> Advice:
     if system == "Windows" or "-INCLUDE:" in text:
         fix = "link with -INCLUDE:?warp_size@cuda@at@@YAHXZ (MSVC), or link the Torch CMake target"
     else:
-        fix = ("link with -Wl,--no-as-needed -ltorch_cuda -Wl,--as-needed (CMake: target_link_libraries(app "
-               "\"${TORCH_LIBRARIES}\")); check with: ldd <binary> | grep torch_cuda")
+        fix = fixes.link_no_as_needed()
     return Advice(match.rule.title, detail, fix, subject="libtorch_cuda")
 
 
 def _no_device(match: Match, facts: MachineFacts) -> Advice:
     detail = [match.rule.cause]
     text = " ".join(h.line for h in match.hits)
-    fixes = []
+    fix_lines = []
     visible = facts.env.get("CUDA_VISIBLE_DEVICES") if facts.env else None
     if visible is not None:
         detail.append(f"CUDA_VISIBLE_DEVICES is set here to {visible!r}" +
                       (": that hides every GPU." if visible.strip() in ("", "-1", "none", "NoDevFiles") else "."))
-        fixes.append("unset CUDA_VISIBLE_DEVICES (or list existing GPU indices, from 0)")
+        fix_lines.append(fixes.unhide_gpus())
     if "NVIDIA-SMI" in text or "NVIDIA driver" in text:
         detail.append("The driver itself does not answer (nvidia-smi fails or no driver is found).")
-    fixes.append("install/load the NVIDIA driver until nvidia-smi works; in Docker: docker run --gpus all "
-                 "(NVIDIA Container Toolkit); on a CPU-only machine use the CPU device")
-    return Advice("no usable NVIDIA GPU: driver not loaded, or the GPU is hidden", detail, "\n".join(fixes))
+    fix_lines.append(fixes.no_device())
+    return Advice("no usable NVIDIA GPU: driver not loaded, or the GPU is hidden", detail, "\n".join(fix_lines))
 
 
 def _cuda_variants(version: str | None, facts: MachineFacts) -> tuple[str, list[str]]:
@@ -438,8 +455,6 @@ def _cuda_variants(version: str | None, facts: MachineFacts) -> tuple[str, list[
     knows, which is what `fetch-libtorch` without --version fetches) and the CUDA variants
     published for it, oldest CUDA first. A CUDA log comes from Linux or Windows, whatever
     this machine is."""
-    from doctor.recommend import cuda_sorted, newest_release, published_variants
-
     system = "Windows" if facts.system == "Windows" else "Linux"
     version = version or newest_release()
     published = published_variants(version, system, facts.machine)
@@ -453,7 +468,7 @@ def _driver(match: Match, facts: MachineFacts) -> Advice:
     install = _install(facts)
     detail = [match.rule.cause]
     driver_cuda = parse_cuda_version(int(found)) if found and found.isdigit() else None
-    fixes = []
+    fix_lines = []
     if driver_cuda:
         detail.append(f"The driver reports CUDA {driver_cuda} (found version {found}).")
     if install is not None and install.variant and install.variant.startswith("cu"):
@@ -462,21 +477,44 @@ def _driver(match: Match, facts: MachineFacts) -> Advice:
         if cuda:
             detail.append(f"The active {_where(install)} needs CUDA {cuda}" + (f": driver ≥ {floor}." if floor else "."))
             if floor:
-                fixes.append(f"upgrade the NVIDIA driver to ≥ {floor}")
+                fix_lines.append(fixes.driver_upgrade(floor))
     if driver_cuda:
         version, variants = _cuda_variants(install.version if install is not None else None, facts)
         # Minor-version compatibility: a driver of CUDA N.x runs every N.x build.
-        usable = [v for v in variants if version_key(cuda_of_variant(v) or "")[0] <= version_key(driver_cuda)[0]]
+        major = version_tuple(driver_cuda)[0]
+        usable = [v for v in variants if version_tuple(cuda_of_variant(v) or "0")[0] <= major]
         if usable:
-            fixes.append(f"or fetch a variant this driver runs: doctor fetch-libtorch --variant {usable[-1]} --version {version}")
+            fix_lines.append(f"or fetch a variant this driver runs: {fixes.fetch(version, usable[-1])}")
         else:
-            fixes.append(f"torch {version} has no build for CUDA {version_key(driver_cuda)[0]}.x: upgrade the driver, "
-                         "or use an older libtorch (cu118 builds exist up to 2.7)")
-    if not fixes:
-        fixes.append("upgrade the NVIDIA driver (nvidia-smi shows the CUDA version it supports), or fetch an older "
-                     "cuXYZ variant that it supports")
+            fix_lines.append(f"torch {version} has no build for CUDA {major}.x: upgrade the driver, "
+                         "or use an older libtorch" + _older_for_cuda_major(major))
+    if not fix_lines:
+        fix_lines.append(fixes.driver_upgrade() + ", or fetch an older cuXYZ variant that it supports")
     title = f"the NVIDIA driver is too old (it supports CUDA {driver_cuda})" if driver_cuda else match.rule.title
-    return Advice(title, detail, "\n".join(fixes), subject=found or "")
+    return Advice(title, detail, "\n".join(fix_lines), subject=found or "")
+
+
+def _cuda_fetch(version: str | None, then: str = "") -> str:
+    """Fetch a CUDA build of `version` (the newest release when unknown), naming the variants the catalog has."""
+    version = version or newest_release()
+    published = [v for v in (published_variants(version) or []) if v.startswith("cu")]
+    if not published:
+        version = newest_release()
+        published = [v for v in (published_variants(version) or []) if v.startswith("cu")]
+    variants = cuda_sorted(published)[::-1]
+    base = ".".join(map(str, version_tuple(version)[:3]))
+    return (f"{fixes.fetch(base, 'auto')}{then}   (auto picks the CUDA variant this machine's driver runs; "
+            f"published for {base}: {_plural(variants)})")
+
+
+def _older_for_cuda_major(major: int) -> str:
+    """", e.g. cu118 builds exist up to 2.7": the newest series with a build for this CUDA major, from the catalog."""
+    best: tuple[str, str] | None = None
+    for s in SERIES:
+        for v in s.cuda:
+            if version_tuple(cuda_of_variant(v) or "0")[0] <= major:
+                best = (v, s.series)
+    return f" ({best[0]} builds exist up to {best[1]})" if best else ""
 
 
 def _not_compiled(match: Match, facts: MachineFacts) -> Advice:
@@ -485,16 +523,17 @@ def _not_compiled(match: Match, facts: MachineFacts) -> Advice:
     if install is not None:
         if install.variant == "cpu":
             detail.append(f"The active {_where(install)} is indeed a CPU build.")
-            fix = f"fetch a CUDA variant: doctor fetch-libtorch --variant cu126 && {SETENV} (pick the cuXYZ your driver supports)"
+            fix = f"fetch a CUDA variant: {_cuda_fetch(install.version, ' && ' + SETENV)}"
         elif install.variant and (install.variant.startswith("cu") or install.variant == "cuda"):
             detail.append(f"The active {_where(install)} is a CUDA build ({install.variant}): the program ran with another, "
                           "CPU-only libtorch, or libtorch_cuda was not loaded (see link.as-needed).")
             fix = (f"make the program load {install.lib_dir} ({loader_variable(facts.system)}), and link with "
                    "-Wl,--no-as-needed -ltorch_cuda -Wl,--as-needed")
         else:
-            fix = "fetch a cuXYZ variant: doctor fetch-libtorch --variant cu126"
+            fix = f"fetch a cuXYZ variant: {_cuda_fetch(install.version)}"
     else:
-        fix = "fetch a cuXYZ variant: doctor fetch-libtorch --variant cu126 (Python: pip install torch --index-url https://download.pytorch.org/whl/cu126)"
+        fix = (f"fetch a cuXYZ variant: {_cuda_fetch(None)} (Python: pip install torch --index-url "
+               "https://download.pytorch.org/whl/<that variant>)")
     return Advice("a CPU-only libtorch was asked to use CUDA", detail, fix, subject=match.first("backend") or "CUDA")
 
 
@@ -524,7 +563,7 @@ def _arch_unsupported(match: Match, facts: MachineFacts) -> Advice:
                     sure.append(variant)
         if good:
             pick = (sure or good)[-1]
-            fix = (f"fetch a variant with kernels for {capability}: doctor fetch-libtorch --variant {pick} --version {version}"
+            fix = (f"fetch a variant with kernels for {capability}: {fixes.fetch(version, pick)}"
                    f"   (variants that have it: {_plural(good)})")
         else:
             fix = (f"no current build has kernels for compute capability {capability}: use an older torch release "
@@ -540,8 +579,6 @@ def _oom(match: Match, facts: MachineFacts) -> Advice:
     raw = match.first("bytes")
     total, free = match.first("total"), match.first("free")
     if raw:
-        from doctor.diagnose.common import human_bytes
-
         amount = human_bytes(int(raw))
         detail.append(f"One allocation asked for {amount} of host memory.")
         fix = ("the tensor does not fit in RAM: a smaller batch or input, or a machine with more memory "
@@ -555,7 +592,7 @@ def _oom(match: Match, facts: MachineFacts) -> Advice:
                   subject=amount or "")
 
 
-ADVISORS: dict[str, Callable[[Match, MachineFacts], Advice]] = {
+ADVISORS: dict[str, Callable[[Match, MachineFacts], Advice]] = {**CUDA_ADVISORS,
     "arch.mismatch": _arch,
     "glibc.too-old": _glibc,
     "macos.duplicate-rpath": _duplicate_rpath,
@@ -573,8 +610,3 @@ ADVISORS: dict[str, Callable[[Match, MachineFacts], Advice]] = {
     "cuda.arch-unsupported": _arch_unsupported,
     "memory.oom": _oom,
 }
-
-# The CUDA-stack ids (issue 13) keep their advisors in their own module.
-from doctor.explain.cuda_advice import CUDA_ADVISORS  # noqa: E402
-
-ADVISORS.update(CUDA_ADVISORS)

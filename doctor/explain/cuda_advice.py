@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from doctor.catalog.toolkit import HOST_COMPILER_LIMITS, major_minor
-from doctor.explain.advice import Advice, MachineFacts
-from doctor.explain.engine import Match
+from doctor import fixes
+from doctor.catalog.cuda import cuda_of_variant
+from doctor.catalog.toolkit import HOST_COMPILER_LIMITS, NCCL_SYMBOL_SINCE, major_minor, pip_package
+from doctor.explain.facts import Advice, MachineFacts
 
-# NCCL entry points torch needs, and the NCCL release that introduced them (NCCL release notes).
-NCCL_SINCE = {"ncclCommRegister": "2.19", "ncclCommDeregister": "2.19", "ncclCommSplit": "2.18",
-              "ncclCommWindowRegister": "2.27"}
+if TYPE_CHECKING:  # the engine calls the advisors; they only read the Match they are given
+    from doctor.explain.engine import Match
+
+NCCL_SINCE = NCCL_SYMBOL_SINCE
+
+
+def _cuda_major(facts: MachineFacts) -> str | None:
+    """The CUDA major of the active libtorch, when the facts give a cuXYZ variant."""
+    install = facts.install
+    cuda = cuda_of_variant(install.variant) if install is not None and install.variant else None
+    return cuda.split(".")[0] if cuda else None
 
 
 def _first(match: Match, name: str) -> str | None:
@@ -49,8 +59,7 @@ def _toolkit_mismatch(match: Match, facts: MachineFacts) -> Advice:
             detail.append("Only the minor differs: recent PyTorch releases only warn about that; older ones raised this error.")
     if nvcc and torch:
         fix = (f"export CUDA_HOME=/usr/local/cuda-{torch} (a CUDA {torch} toolkit; `doctor check` lists the ones "
-               f"installed), or install torch built for CUDA {nvcc}: pip install torch --index-url "
-               f"https://download.pytorch.org/whl/cu{nvcc.replace('.', '')}")
+               f"installed), or install torch built for CUDA {nvcc}: {fixes.pip_torch(variant='cu' + nvcc.replace('.', ''))}")
         return Advice(f"nvcc is CUDA {nvcc}, torch was built with CUDA {torch}", detail, fix, subject=f"{nvcc}/{torch}")
     return Advice(match.rule.title, detail, match.rule.fix, subject=nvcc or "")
 
@@ -72,14 +81,15 @@ def _library_too_old(match: Match, facts: MachineFacts) -> Advice:
         since = NCCL_SINCE.get(symbol)
         detail.append(f"libtorch_cuda calls {symbol}" + (f", added in NCCL {since}" if since else "")
                       + "; the libnccl.so.2 loaded is older (another package's NCCL, or one on LD_LIBRARY_PATH).")
-        fix = ("pip install --force-reinstall the nvidia-nccl-cu12 version torch pins (pip show torch lists it), and "
+        fix = (f"pip install --force-reinstall the {pip_package('nccl', _cuda_major(facts))} version torch pins "
+               "(pip show torch lists it), and "
                "remove other NCCL copies from LD_LIBRARY_PATH; `doctor check` shows which libnccl.so.2 loads")
         return Advice(f"libnccl.so.2 is older than torch needs ({symbol})", detail, fix, subject="nccl")
     compiled, runtime = _first(match, "compiled"), _first(match, "runtime")
     if compiled and runtime:
         detail.append(f"torch was compiled against cuDNN {compiled}, the loader found {runtime}.")
         fix = ("remove the other cuDNN from LD_LIBRARY_PATH so torch finds the one it ships with (pip's "
-               "nvidia-cudnn-cu12), or reinstall torch; `doctor check` shows which libcudnn loads")
+               f"{pip_package('cudnn', _cuda_major(facts))}), or reinstall torch; `doctor check` shows which libcudnn loads")
         return Advice(f"cuDNN {runtime} loaded, torch was compiled against {compiled}", detail, fix, subject="cudnn")
     return Advice(match.rule.title, detail, match.rule.fix)
 
@@ -89,8 +99,8 @@ def _toolkit_not_found(match: Match, facts: MachineFacts) -> Advice:
     home = facts.env.get("CUDA_HOME") or facts.env.get("CUDA_PATH")
     if home:
         detail.append(f"On this machine CUDA_HOME/CUDA_PATH is {home}" + (
-            "" if facts.exists and facts.exists(f"{home}/bin/nvcc") else ", which has no bin/nvcc") + ".")
-    if facts.exists and facts.exists("/usr/local/cuda/bin/nvcc"):
+            ", which has no bin/nvcc" if facts.lacks(f"{home}/bin/nvcc") else "") + ".")
+    if facts.has("/usr/local/cuda/bin/nvcc"):
         fix = "export CUDA_HOME=/usr/local/cuda PATH=/usr/local/cuda/bin:$PATH (a toolkit is installed there)"
     else:
         fix = ("install the CUDA toolkit of torch's CUDA release (or pip install nvidia-cuda-nvcc-cu12 in this "

@@ -19,8 +19,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from doctor.explain.advisors import advise
 from doctor.explain.normalise import clean_line, wrap_candidate
 from doctor.explain.patterns import ORDER, RULES, TABLE, Rule, Sign
+from doctor.formats import clip
 from doctor.model import Evidence, Finding, Level
 
 MAX_LINE = 4000  # a line longer than this (bytes) is cut before regexes see it
@@ -90,6 +92,7 @@ class Match:
     rule: Rule
     hits: list[Hit] = field(default_factory=list)
     folded: list[Match] = field(default_factory=list)  # consequences this cause explains
+    chosen_by: str = ""  # for a look-alike pair: which evidence chose this id (settle)
 
     @property
     def triggers(self) -> list[Hit]:
@@ -234,46 +237,55 @@ def explain_text(text: str | bytes, facts=None, source: str = "log") -> list[Fin
     """The findings a log proves, root cause first; [] when it shows no known setup problem.
 
     `text` is the log as read (bytes, any encoding: only hit lines are decoded, as UTF-8 with
-    replacement) or as str. `facts` (doctor.explain.advice.MachineFacts) makes the advice
+    replacement) or as str. `facts` (doctor.explain.facts.MachineFacts) makes the advice
     concrete for this machine.
     """
-    from doctor.explain.advice import advise
+    return findings(find(text, facts), facts, source)
 
+
+def find(text: str | bytes, facts=None) -> list[Match]:
+    """What the log proves, one Match per diagnosis id, root cause first; `facts` only choose
+    between look-alikes (doctor/explain/disambiguate.py)."""
     data = normalise(text)
-    matches, decided = settle(group(scan(data)), data, facts)
-    findings = [to_finding(m, advise(m, facts), source) for m in matches]
-    for f in findings:
-        if f.id in decided:
-            f.detail += "\n" + decided[f.id]
-            f.evidence.append(Evidence("derived", "chosen by", decided[f.id]))
-    return findings
+    return settle(group(scan(data)), data, facts)
 
 
-def settle(matches: list[Match], data: bytes, facts) -> tuple[list[Match], dict[str, str]]:
-    """Give a look-alike pair (doctor/explain/disambiguate.py) the id the evidence chooses;
-    (matches, {id: the sentence saying which evidence chose it, or that none could})."""
+def findings(matches: list[Match], facts=None, source: str = "log") -> list[Finding]:
+    out = []
+    for m in matches:
+        finding = to_finding(m, advise(m, facts), source)
+        if m.chosen_by:
+            finding.detail += "\n" + m.chosen_by
+            finding.evidence.append(Evidence("derived", "chosen by", m.chosen_by))
+        out.append(finding)
+    return out
+
+
+def settle(matches: list[Match], data: bytes, facts) -> list[Match]:
+    """Give a look-alike pair (doctor/explain/disambiguate.py) the id the evidence chooses; each
+    such match says in `chosen_by` which evidence chose it, or that none could."""
     from doctor.explain.disambiguate import PAIR, ambiguous, decide
 
     pair = [m for m in matches if m.rule.id in PAIR]
     lines = [h.line for m in pair for h in (*m.hits, *(h for f in m.folded for h in f.hits))]
     if not pair or not ambiguous(lines):
-        return matches, {}
+        return matches
     decision = decide(data, facts)
-    out, notes = [], {}
+    out = []
     for m in matches:
         if m.rule.id not in PAIR:
             out.append(m)
             continue
         if decision is None:
-            notes[m.rule.id] = ("chosen by: the table's order; neither this machine's facts nor the log show whether "
-                                "the libtorch is a CPU or a CUDA build")
+            m.chosen_by = ("chosen by: the table's order; neither this machine's facts nor the log show whether "
+                           "the libtorch is a CPU or a CUDA build")
             out.append(m)
             continue
         hits = m.hits + [h for f in m.folded if f.rule.id in PAIR for h in f.hits]
         folded = [f for f in m.folded if f.rule.id not in PAIR]
-        out.append(Match(RULES[decision.id], sorted(hits, key=lambda h: h.lineno), folded))
-        notes[decision.id] = f"chosen by: {decision.evidence}"
-    return sorted(out, key=lambda m: ORDER[m.rule.id]), notes
+        out.append(Match(RULES[decision.id], sorted(hits, key=lambda h: h.lineno), folded,
+                         chosen_by=f"chosen by: {decision.evidence}"))
+    return sorted(out, key=lambda m: ORDER[m.rule.id])
 
 
 def to_finding(match: Match, advice, source: str) -> Finding:
@@ -301,5 +313,4 @@ def to_finding(match: Match, advice, source: str) -> Finding:
     )
 
 
-def _clip(line: str, limit: int = 200) -> str:
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+_clip = clip

@@ -652,7 +652,7 @@ CUDA_STACK_RULES: tuple[Rule, ...] = (
                  "torch/lib/libtorch_cuda.so: undefined symbol: ncclCommRegister",
                  "ImportError: /root/.local/conda/envs/yolov10/lib/python3.9/site-packages/torch/lib/libtorch_cuda.so: "
                  "undefined symbol: ncclCommRegister"),
-            sign(r"(?P<consumer>lib\w+\.so[.\d]*): undefined symbol: (?P<symbol>__nvJitLink\w+?_(?P<major>\d+)_(?P<minor>\d+))",
+            sign(r"(?P<consumer>\blib\w++\.so[.\d]*+): undefined symbol: (?P<symbol>__nvJitLink[A-Za-z]*+_(?P<major>\d+)_(?P<minor>\d+))",
                  "undefined symbol: __nvJitLink",
                  "ImportError: /home/dp/anaconda3/envs/ComfyUI/lib/python3.11/site-packages/torch/lib/../../nvidia/cusparse/"
                  "lib/libcusparse.so.12: undefined symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12"),
@@ -822,5 +822,67 @@ def _with_wordings(table: tuple[Rule, ...]) -> tuple[Rule, ...]:
 
 
 TABLE = _with_wordings(TABLE)
+
+# macOS and Windows (issue 14). Appended as one block; advice in doctor/explain/platform_advice.py
+# (fixes in the log's own platform: Windows paths and set / $env: for a Windows log); logs in
+# tests/fixtures/logs (windows.*--*.log). dyld's "Library not loaded" / "image not found" and
+# "incompatible architecture" stay with loader.library-not-found and arch.mismatch above.
+
+PLATFORM_RULES = (
+    Rule(
+        "windows.crt-mismatch",
+        "objects built against different C++ runtimes (Debug/Release, /MD or /MT) are linked together",
+        "MSVC records the runtime each object was compiled for (/MD, /MDd, /MT, /MTd and the matching "
+        "_ITERATOR_DEBUG_LEVEL); link.exe refuses to mix them. libtorch's zips are /MD Release, or /MDd for the debug zip.",
+        "build Release (cmake --build . --config Release) against the Release libtorch zip, or use the debug zip "
+        "(libtorch-win-shared-with-deps-debug-…) for a Debug build; compile every library with /MD (CMake: "
+        "CMAKE_MSVC_RUNTIME_LIBRARY=MultiThreadedDLL)",
+        (
+            sign(r"LNK2038: mismatch detected for '(?P<what>RuntimeLibrary|_ITERATOR_DEBUG_LEVEL)': value '(?P<found>\w+)'"
+                 r"(?: doesn't match value '(?P<required>\w+)')?", "LNK2038",
+                 "  = note: libtorch_sys-6c1049f81ce711d6.rlib(torch_api.o) : error LNK2038: mismatch detected for "
+                 "'RuntimeLibrary': value 'MD_DynamicRelease' doesn't match value 'MT_StaticRelease' in "
+                 "libesaxx_rs-325b40a662eef64d.rlib(esaxx.o)",
+                 "20:33:22 libcpmt.lib(locale.obj) : error LNK2038: mismatch detected for 'RuntimeLibrary': value "
+                 "'MT_StaticRelease' doesn't match value 'MD_DynamicRelease' in Backtrace.cpp.obj",
+                 "  libprotobuf.lib(extension_set.obj) : error LNK2038: mismatch detected for 'RuntimeLibrary': value "
+                 "'MT_StaticRelease'"),
+        ),
+    ),
+    Rule(
+        "windows.vc-runtime-missing",
+        "the Microsoft Visual C++ runtime is not installed",
+        "libtorch's DLLs (and torch's) import VCRUNTIME140.dll, VCRUNTIME140_1.dll and MSVCP140.dll from the VC++ "
+        "2015-2022 redistributable, which neither the wheel nor the zips ship.",
+        "install the Microsoft Visual C++ Redistributable (x64): https://aka.ms/vs/17/release/vc_redist.x64.exe",
+        (
+            sign(r"(?i)(?P<lib>(?:vcruntime140(?:_1)?|msvcp140(?:_\d)?)d?\.dll)(?: was)? not found",
+                 ("dll was not found", "dll not found"),
+                 '"the code execution cannot proceed because vcruntime140_1.dll was not found"',
+                 '"VCRUNTIME140_1.dll not found. Reinstalling the program may fix this."'),
+        ),
+        explains=("loader.library-not-found",),
+    ),
+    Rule(
+        "macos.min-version",
+        "a library needs a newer macOS than the build targets",
+        "Each Mach-O file records the oldest macOS it runs on; the program is linked for an older one, so on a macOS "
+        "between the two dyld refuses the library ('built for macOS … which is newer than running OS').",
+        "raise the deployment target to the library's minimum: CMake -DCMAKE_OSX_DEPLOYMENT_TARGET=<version> "
+        "(or export MACOSX_DEPLOYMENT_TARGET=<version>), or use a library built for the older macOS",
+        (
+            sign(r"\((?P<file>[^()]+?(?:\([^()]*\))?)\) was built for newer (?:macOS|OSX) version \((?P<needs>[\d.]+)\) "
+                 r"than being linked \((?P<target>[\d.]+)\)", "was built for newer",
+                 "ld: warning: object file (/opt/homebrew/lib/libkineto.a(Config.cpp.o)) was built for newer macOS version "
+                 "(12.0) than being linked (11.0)",
+                 "2024-02-07T12:49:51.8306390Z ld: warning: dylib (/Users/runner/work/_temp/anaconda/envs/wheel_py38/lib/"
+                 "libomp.dylib) was built for newer macOS version (11.1) than being linked (11.0)"),
+            sign(r"built for macOS (?P<needs>[\d.]+) which is newer than running OS", "which is newer than running OS",
+                 basis="dyld's refusal: 'Library not loaded: … (built for macOS 14.0 which is newer than running OS)'"),
+        ),
+        explains=("loader.library-not-found",),
+    ),
+)
+TABLE = TABLE + PLATFORM_RULES
 RULES = {rule.id: rule for rule in TABLE}
 ORDER = {rule.id: i for i, rule in enumerate(TABLE)}

@@ -32,7 +32,7 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from doctor import __version__
-from doctor.diagnose.common import human_bytes
+from doctor.formats import human_bytes
 from doctor.errors import DoctorError
 from doctor.fetch.names import redact_url
 
@@ -117,7 +117,7 @@ def download(
                 failures = 0 if st.offset > before else failures + 1
                 if failures > retries:
                     raise DoctorError(f"download failed after {attempts} attempts: {retry}",
-                                      "run the same command again to resume, or try --mirror") from None
+                                      "run the same command again to resume, or try --mirror", error_id="fetch.download-failed") from None
                 _wait(retry, failures, backoff, st.offset, log)
     finally:
         session.close()
@@ -175,7 +175,7 @@ def _attempt(session, at: _Attempt, st: _State, progress: Progress | None, check
         raise _Retry(f"connection closed after {human_bytes(st.offset)} of {human_bytes(at.total)}")
     if at.total is not None and st.offset > at.total:
         raise DoctorError(f"the server sent {st.offset} bytes, more than the {at.total} it announced",
-                          "the mirror or a proxy is altering the file; try another --mirror")
+                          "the mirror or a proxy is altering the file; try another --mirror", error_id="fetch.bad-length")
     return True
 
 
@@ -203,9 +203,9 @@ def _get(session, at: _Attempt, headers: dict):
             resp = session.get(url, headers=headers, stream=True, timeout=at.timeout, allow_redirects=False)
         except requests.exceptions.SSLError as exc:
             raise DoctorError(f"TLS error talking to {_host(url)}: {_short(exc)}",
-                              "check the system's CA certificates or a proxy intercepting HTTPS") from exc
+                              "check the system's CA certificates or a proxy intercepting HTTPS", error_id="fetch.tls-error") from exc
         except requests.exceptions.InvalidURL as exc:
-            raise DoctorError(f"invalid URL {redact_url(url)!r}: {_short(exc)}") from exc
+            raise DoctorError(f"invalid URL {redact_url(url)!r}: {_short(exc)}", error_id="fetch.bad-url") from exc
         except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
             raise _Retry(f"connection failed: {_short(exc)}") from exc
         if not resp.is_redirect:
@@ -218,11 +218,11 @@ def _get(session, at: _Attempt, headers: dict):
         target = urljoin(url, location)
         if target in seen:
             raise DoctorError(f"redirect loop: {redact_url(url)} leads back to {redact_url(target)}",
-                              "the server or mirror is misconfigured; try another --mirror or --url")
+                              "the server or mirror is misconfigured; try another --mirror or --url", error_id="fetch.redirect-loop")
         seen.add(target)
         url = _drop_credentials(url, target)
     raise DoctorError(f"more than {MAX_REDIRECTS} redirects from {redact_url(at.url)}",
-                      "the server or mirror is misconfigured; try another --mirror or --url")
+                      "the server or mirror is misconfigured; try another --mirror or --url", error_id="fetch.too-many-redirects")
 
 
 def _check_scheme(url: str, at: _Attempt) -> None:
@@ -236,8 +236,8 @@ def _check_scheme(url: str, at: _Attempt) -> None:
             return
         raise DoctorError(f"refusing plain HTTP: {redact_url(url)}{came_from}",
                           "an https download is never continued over http" if downgrade
-                          else "use --allow-http only for a mirror you trust")
-    raise DoctorError(f"refusing to fetch {redact_url(url)!r}{came_from}: not an http(s) URL")
+                          else "use --allow-http only for a mirror you trust", error_id="fetch.plain-http")
+    raise DoctorError(f"refusing to fetch {redact_url(url)!r}{came_from}: not an http(s) URL", error_id="fetch.bad-url")
 
 
 def _drop_credentials(old: str, new: str) -> str:
@@ -265,14 +265,14 @@ def _check_status(resp, at: _Attempt, st: _State) -> str:
     if status in (404, 410):
         raise DoctorError(f"not found (HTTP {status}): {where}",
                           "the catalog may be out of date or the file was removed; "
-                          "check --version/--variant, or give --url or --mirror")
+                          "check --version/--variant, or give --url or --mirror", error_id="fetch.not-found")
     if 300 <= status < 400 and status != 304:
         raise DoctorError(f"HTTP {status} redirect without a usable Location from {where}",
-                          "the server or mirror is misconfigured; try another --mirror or --url")
+                          "the server or mirror is misconfigured; try another --mirror or --url", error_id="fetch.http-error")
     if status >= 400:
         reason = "".join(c for c in (resp.reason or "")[:80] if c.isprintable())
         raise DoctorError(f"HTTP {status} {reason} from {where}".replace("  ", " "),
-                          "check the URL, or the mirror's access rules")
+                          "check the URL, or the mirror's access rules", error_id="fetch.http-error")
     if status == 206 and st.offset:
         m = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
         if not m or int(m.group(1)) != st.offset:
@@ -394,9 +394,10 @@ def _read_sidecar(path: Path) -> dict:
 
 
 def _write_sidecar(path: Path, meta: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(meta))
-    os.replace(tmp, path)
+    from doctor import writes
+
+    # Atomic, through a fresh temp name: never written through a link planted at a fixed name.
+    writes.atomic_write(path, json.dumps(meta).encode("utf-8"))
 
 
 def _retry_after(resp) -> float | None:

@@ -47,9 +47,13 @@ _METHOD_NAMES = {9: "deflate64", 93: "zstd", 95: "xz", 98: "ppmd", 99: "AES-encr
 class BadArchive(DoctorError):
     """Not a usable zip: truncated, damaged, or unsafe. Its bytes are never resumed from."""
 
+    default_id = "fetch.bad-archive"
+
 
 class UnsafeArchive(BadArchive):
     """An entry would land outside the tree (or is otherwise not something to unpack)."""
+
+    default_id = "fetch.unsafe-archive"
 
     def __init__(self, name: str, why: str) -> None:
         super().__init__(f"refusing to unpack this archive: entry {name!r} {why}",

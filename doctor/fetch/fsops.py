@@ -1,90 +1,34 @@
 """File-system steps of an install, each turning the world's errors into a DoctorError.
 
-(Host has no write side yet — issue 12 §3 — so the fetch stage keeps its writes here, in one
-place, ready to move behind Host.)
+The fetch stage works on real paths (the pipeline maps the destination through `host.real`
+once); its writes go through doctor/writes.py, the write side of the Host door, and its
+errors through the same translation (`os_error`, with fetch's way out: another --dest).
 
-- `rmtree`: iterative (a tree thousands of levels deep cannot exhaust Python's stack) and
-  able to remove what an archive made read-only;
-- `swap`: put a staging tree in place with one rename (RENAME_EXCHANGE on Linux);
-- `os_error`: the one translation of an OSError into a message and a hint.
+- `rmtree` (from doctor/writes.py): iterative, able to remove what an archive made read-only;
+- `swap`: put a staging tree in place with one rename (RENAME_EXCHANGE on Linux).
 """
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import shutil
-import stat
 import sys
 import tempfile
 from pathlib import Path
 
+from doctor import writes
 from doctor.errors import DoctorError
+from doctor.writes import _quiet, rmtree
+
+
+# What to do instead when a fetch cannot write somewhere: the hint's second half.
+INSTEAD = "or choose another --dest (or LIBTORCH_HOME, --lock)"
 
 
 def os_error(exc: OSError, doing: str, where: str | os.PathLike[str] | None = None) -> DoctorError:
-    """`exc` as a DoctorError: what failed, where, why, and what to do about it."""
-    where = where or exc.filename
-    why = exc.strerror or str(exc)
-    hint = {
-        errno.ENOSPC: "the disk (or its inodes) is full: free some space, or choose another --dest (or LIBTORCH_HOME)",
-        errno.EDQUOT: "the disk quota is exhausted: free some space, or choose another --dest",
-        errno.EROFS: "that file system is read-only: choose another --dest (or --lock)",
-        errno.EACCES: "no permission there: choose another --dest (or --lock), or fix the directory's permissions",
-        errno.EPERM: "no permission there: choose another --dest (or --lock)",
-        errno.ENAMETOOLONG: "a file name or path is too long for the file system: choose a shorter --dest",
-        errno.ENOTDIR: "a part of that path is a file, not a directory (check --dest, LIBTORCH_HOME, XDG_CACHE_HOME)",
-        errno.EEXIST: "something is already there: choose another --dest",
-        errno.ELOOP: "a symlink loop or a symlink where a directory was expected: choose another --dest",
-    }.get(exc.errno or 0, "check the destination directory, or choose another --dest")
-    place = f" {where}" if where else ""
-    return DoctorError(f"cannot {doing}{place}: {why}", hint)
-
-
-def rmtree(path: str | os.PathLike[str]) -> None:
-    """Remove `path` (a tree, file or symlink) without recursion; errors are ignored, like
-    cleaning up a staging tree should be (what is left is removed by the next fetch)."""
-    top = os.fsencode(path)
-    if not os.path.lexists(top):
-        return
-    try:
-        st = os.lstat(top)
-    except OSError:
-        return
-    if not stat.S_ISDIR(st.st_mode):
-        _quiet(os.unlink, top)
-        return
-    # Depth-first with an explicit stack: a directory is removed after its children.
-    stack: list[tuple[bytes, bool]] = [(top, False)]
-    while stack:
-        d, listed = stack.pop()
-        if listed:
-            _quiet(os.rmdir, d)
-            continue
-        _quiet(os.chmod, d, 0o700)  # archives may hold read-only directories
-        stack.append((d, True))
-        try:
-            with os.scandir(d) as it:
-                children = list(it)
-        except OSError:
-            continue
-        for child in children:
-            try:
-                is_dir = child.is_dir(follow_symlinks=False)
-            except OSError:
-                is_dir = False
-            if is_dir:
-                stack.append((child.path, False))
-            else:
-                _quiet(os.unlink, child.path)
-
-
-def _quiet(fn, *args) -> None:
-    try:
-        fn(*args)
-    except OSError:
-        pass
+    """`exc` as a DoctorError (doctor.writes.os_error, the one translation), with fetch's way out."""
+    return writes.os_error(exc, doing, where, INSTEAD)
 
 
 def swap(staging: Path, dest: Path) -> None:
@@ -132,7 +76,7 @@ def ensure_space(path: Path, need: int, what: str) -> None:
 
 
 def space_error(need: int, free: int, path: Path, what: str) -> str | None:
-    from doctor.diagnose.common import human_bytes
+    from doctor.formats import human_bytes
 
     if need > free:
         return f"not enough free space in {path} to {what}: need about {human_bytes(need)}, {human_bytes(free)} free"

@@ -75,7 +75,7 @@ def _record(plan: Plan, archive: Archive, extracted, version, variant, abi, buil
 
 
 def _unpack(plan: Plan, archive: Path, staging: Path):
-    from doctor.diagnose.common import human_bytes
+    from doctor.formats import human_bytes
     from doctor.fetch.extract import extract_zip
 
     def check_space(total: int) -> None:

@@ -30,12 +30,11 @@ overwritten. URLs are stored with credentials and query strings redacted.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from doctor import writes
 from doctor.errors import DoctorError
 
 LOCK_VERSION = 1
@@ -43,6 +42,7 @@ MAX_LOCK_BYTES = 16 << 20
 _HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
 _SRI = re.compile(r"^sha256-[A-Za-z0-9+/]{43}=$")
 _HINT = "fix that entry (or remove it to record fresh hashes on the next fetch)"
+_BAD = "lock.invalid"  # the error id of every malformed lock file
 
 
 def parse_lock(text: str, path: Path | str = "libtorch.lock") -> dict[str, dict]:
@@ -50,26 +50,26 @@ def parse_lock(text: str, path: Path | str = "libtorch.lock") -> dict[str, dict]
     try:
         data = json.loads(text)
     except RecursionError as exc:
-        raise DoctorError(f"{path} is nested too deeply to be a lock file", _HINT) from exc
+        raise DoctorError(f"{path} is nested too deeply to be a lock file", _HINT, error_id=_BAD) from exc
     except ValueError as exc:
         raise DoctorError(f"{path} is not valid JSON ({exc})",
-                          "fix it, or remove it to record fresh hashes (trust on first use)") from exc
+                          "fix it, or remove it to record fresh hashes (trust on first use)", error_id=_BAD) from exc
     if not isinstance(data, dict):
-        raise DoctorError(f"{path} is not a libtorch lock file (a JSON object is expected)", _HINT)
+        raise DoctorError(f"{path} is not a libtorch lock file (a JSON object is expected)", _HINT, error_id=_BAD)
     version = data.get("lock_version")
     if isinstance(version, bool) or not isinstance(version, int):
-        raise DoctorError(f"{path}: lock_version is {_show(version)}, not {LOCK_VERSION}", _HINT)
+        raise DoctorError(f"{path}: lock_version is {_show(version)}, not {LOCK_VERSION}", _HINT, error_id=_BAD)
     if version > LOCK_VERSION:
-        raise DoctorError(f"{path} was written by a newer torch-doctor (lock_version {version})", "upgrade torch-doctor")
+        raise DoctorError(f"{path} was written by a newer torch-doctor (lock_version {version})", "upgrade torch-doctor", error_id="lock.newer")
     if version != LOCK_VERSION:
-        raise DoctorError(f"{path}: lock_version {version} is not one this doctor reads ({LOCK_VERSION})", _HINT)
+        raise DoctorError(f"{path}: lock_version {version} is not one this doctor reads ({LOCK_VERSION})", _HINT, error_id=_BAD)
     entries = data.get("libtorch", {})
     if not isinstance(entries, dict):
-        raise DoctorError(f"{path}: \"libtorch\" is {type(entries).__name__}, not a table of entries", _HINT)
+        raise DoctorError(f"{path}: \"libtorch\" is {type(entries).__name__}, not a table of entries", _HINT, error_id=_BAD)
     for key, entry in entries.items():
         problem = entry_problem(entry)
         if problem:
-            raise DoctorError(f"{path}: entry {_show(key)} {problem}", _HINT)
+            raise DoctorError(f"{path}: entry {_show(key)} {problem}", _HINT, error_id=_BAD)
     return entries
 
 
@@ -111,14 +111,14 @@ def read_lock(path: Path) -> dict:
         return {}
     except OSError as exc:
         raise DoctorError(f"cannot read the lock file {path}: {exc.strerror or exc}",
-                          "give --lock PATH to a readable file, or --no-lock") from exc
+                          "give --lock PATH to a readable file, or --no-lock", error_id="lock.unreadable") from exc
     if len(raw) > MAX_LOCK_BYTES:
-        raise DoctorError(f"{path} is over {MAX_LOCK_BYTES >> 20} MiB: not a libtorch lock file", _HINT)
+        raise DoctorError(f"{path} is over {MAX_LOCK_BYTES >> 20} MiB: not a libtorch lock file", _HINT, error_id=_BAD)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DoctorError(f"{path} is not UTF-8 text (byte {exc.start} is {raw[exc.start]:#04x})",
-                          "a lock file is JSON in UTF-8; fix it, or remove it to record fresh hashes") from exc
+                          "a lock file is JSON in UTF-8; fix it, or remove it to record fresh hashes", error_id=_BAD) from exc
     return parse_lock(text, path)
 
 
@@ -142,16 +142,10 @@ def write_lock_entry(path: Path, key: str, entry: dict) -> None:
             entries = read_lock(path)
             entries[key] = entry
             text = json.dumps({"lock_version": LOCK_VERSION, "libtorch": entries}, indent=2, sort_keys=True) + "\n"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-            try:
-                with os.fdopen(fd, "w") as fh:
-                    fh.write(text)
-                os.chmod(tmp, 0o644)
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            writes.mkdirs(path.parent)
+            # Replaced in one step (a reader sees the old lock or the new one), never written
+            # through a symlink planted at its name.
+            writes.atomic_write(path, text.encode("utf-8"))
     except OSError as exc:
         raise os_error(exc, "write the lock file", path) from exc
 
@@ -165,9 +159,9 @@ def _guard(path: Path) -> Path:
 
     folder = Path(platformdirs.user_cache_dir("torch-doctor", appauthor=False)) / "locks"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        writes.mkdirs(folder)
     except OSError as exc:
-        raise DoctorError(f"cannot create the doctor's cache folder {folder}: {exc.strerror or exc}",
-                          "point XDG_CACHE_HOME at a writable directory") from exc
+        raise writes.os_error(exc, "create the doctor's cache folder", folder,
+                              "or point XDG_CACHE_HOME at a writable directory") from exc
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
     return folder / f"lockfile-{digest}.lock"

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from doctor import writes
 from doctor.errors import DoctorError
 from doctor.fetch.fsops import cleanup_leftovers, os_error, remove_part, rmtree
 from doctor.fetch.names import redact_url, safe_component
@@ -68,6 +69,11 @@ def fetch(host: Host, plan: Plan, opts: FetchOptions, log: Callable[[str], None]
           progress_stream=None) -> Outcome:
     started = time.monotonic()
     dest = Path(host.real(plan.dest))
+    if plan.lock_path is not None:
+        # The lock file is a path as the user sees it, like --dest: mapped the same way.
+        from dataclasses import replace
+
+        plan = replace(plan, lock_path=Path(host.real(plan.lock_path)))
     guard = _take_guard(dest, log)
     try:
         if guard is not None:
@@ -87,7 +93,7 @@ def _take_guard(dest: Path, log):
 
     parent = dest.parent
     try:
-        parent.mkdir(parents=True, exist_ok=True)
+        writes.mkdirs(parent)
     except OSError as exc:
         if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) and parent.is_dir():
             return None
@@ -131,10 +137,10 @@ def _run(host: Host, plan: Plan, opts: FetchOptions, dest: Path, writable: bool,
         log(f"replacing the libtorch at {dest}: {why}")
     if opts.offline and plan.source != "archive":
         raise DoctorError(f"libtorch is not installed at {dest} ({why}) and --offline forbids downloading",
-                          "run without --offline once, or give --archive FILE")
+                          "run without --offline once, or give --archive FILE", error_id="fetch.offline")
     if not writable:
         raise DoctorError(f"cannot install into {dest}: {dest.parent} is not writable",
-                          "choose another --dest (or LIBTORCH_HOME)")
+                          "choose another --dest (or LIBTORCH_HOME)", error_id="fetch.not-writable")
     replaced = dest.exists() or dest.is_symlink()
     if replaced:
         from doctor.fetch.destination import check_replaceable
@@ -173,8 +179,6 @@ def _install(host: Host, plan: Plan, opts: FetchOptions, dest: Path, entry: dict
 
 
 def _keep_or_remove(plan: Plan, part: Path, keep: bool, log) -> None:
-    import os
-
     if not keep:
         remove_part(part)
         return
@@ -184,8 +188,8 @@ def _keep_or_remove(plan: Plan, part: Path, keep: bool, log) -> None:
     try:
         if kept.is_symlink() or kept.is_dir():
             raise DoctorError(f"did not keep the archive: {kept} exists and is not a plain file",
-                              "the install itself succeeded")
-        os.replace(part, kept)
+                              "the install itself succeeded", error_id="fetch.keep-archive")
+        writes.rename_over(part, kept)
     except OSError as exc:
         raise os_error(exc, "keep the archive at", kept) from exc
     remove_part(part)
@@ -219,7 +223,7 @@ def verify_tree(dest: Path, record: InstallRecord, entry: dict | None, lock_path
         raise os_error(exc, "read the installed tree at", dest) from exc
     except ValueError as exc:  # a FIFO or device inside the tree
         raise DoctorError(f"the installed tree at {dest} holds something that is not a file, directory "
-                          f"or symlink: {exc}", "re-install it with --force") from exc
+                          f"or symlink: {exc}", "re-install it with --force", error_id="fetch.bad-tree") from exc
     check_installed(actual, record.nar_hash, dest, f"its install record {RECORD}")
     if entry:
         check_installed(actual, entry.get("nar_hash"), dest, f"the lock file {lock_path}")
@@ -233,7 +237,7 @@ def _check_lock_writable(path: Path) -> None:
     target = path if path.exists() else folder
     if not os.access(target, os.W_OK) or (not path.exists() and not os.access(folder, os.W_OK | os.X_OK)):
         raise DoctorError(f"cannot write the lock file {path}: {target} is not writable",
-                          "give --lock PATH in a writable folder, or --no-lock")
+                          "give --lock PATH in a writable folder, or --no-lock", error_id="lock.not-writable")
 
 
 def _record_lock(plan: Plan, record: InstallRecord) -> str:

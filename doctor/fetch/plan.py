@@ -17,7 +17,7 @@ from doctor.catalog import releases
 from doctor.errors import UsageError
 from doctor.fetch.names import redact_url, safe_component
 from doctor.host import Host
-from doctor.probe.libtorch import libtorch_home
+from doctor.probe.hasktorch_cache import libtorch_home, tree_path
 
 MIRROR_ENV = "DOCTOR_LIBTORCH_MIRROR"
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -102,7 +102,7 @@ def default_dest(host: Host, version: str | None, platform: str, variant: str, a
     # use (the old ABI, Windows debug) get a suffixed directory so they never shadow the
     # default one a Hasktorch build picks up.
     leaf = variant + ("-pre-cxx11" if abi == "pre-cxx11" else "") + ("-debug" if debug else "")
-    return libtorch_home(host) / (version or "nightly") / platform / leaf
+    return Path(tree_path(libtorch_home(host), version or "nightly", platform, leaf))
 
 
 def resolve_plan(host: Host, req: FetchRequest, gpu_facts: Callable[[], Any] | None = None) -> Plan:

@@ -161,18 +161,14 @@ def is_doctor_install(root: str | os.PathLike[str]) -> bool:
 
 def write_new_file(path: Path, data: bytes) -> None:
     """Create `path` with `data`; never through a symlink, never over an existing file."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    from doctor import writes
+
     try:
-        fd = os.open(path, flags, 0o644)
+        writes.create_new(path, data)  # O_EXCL | O_NOFOLLOW: the write side of the Host door
     except FileExistsError as exc:
         raise DoctorError(f"refusing to write {path}: something already has that name",
-                          "the archive carries a file named like the doctor's own; nothing was installed") from exc
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    finally:
-        os.close(fd)
+                          "the archive carries a file named like the doctor's own; nothing was installed",
+                          error_id="fetch.unsafe-archive") from exc
 
 
 def write_record(tree: Path, record: InstallRecord) -> None:

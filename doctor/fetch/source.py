@@ -58,7 +58,7 @@ def get_archive(host: Host, plan: Plan, dest: Path, *, retries: int, backoff: fl
 
 
 def _download(plan: Plan, dest: Path, retries: int, backoff: float, timeout: float, log, progress_stream) -> Archive:
-    from doctor.diagnose.common import human_bytes
+    from doctor.formats import human_bytes
     from doctor.fetch.download import download, make_progress
 
     part = part_path(plan, dest)

@@ -9,7 +9,7 @@ from doctor.errors import DoctorError
 
 
 class ChecksumMismatch(DoctorError):
-    pass
+    default_id = "fetch.checksum-mismatch"
 
 
 def check_sha256(actual: str, expected: str | None, what: str, origin: str) -> None:

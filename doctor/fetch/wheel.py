@@ -21,12 +21,15 @@ from doctor.probe.versions import parse_torch_config_cmake, parse_version_py, sp
 TREE_DIRS = ("lib", "include", "share")
 PIP_TIMEOUT = 3600.0  # CUDA wheels are gigabytes
 
-# What `pip download --platform` needs to fetch for another machine.
+# What `pip download --platform` needs to fetch for another machine. A macOS tag means "runs
+# on this macOS or newer" and pip accepts every older one below it, so the newest macOS is named:
+# torch 2.13.0 is tagged macosx_14_0_arm64, which macosx_11_0_arm64 would refuse. The tree's
+# real minimum (LC_BUILD_VERSION) is then reported by `doctor check --libtorch`.
 PLATFORM_TAGS = {
     "linux-x86_64": "manylinux_2_28_x86_64",
     "linux-aarch64": "manylinux_2_28_aarch64",
-    "macos-arm64": "macosx_11_0_arm64",
-    "macos-x86_64": "macosx_10_9_x86_64",
+    "macos-arm64": "macosx_26_0_arm64",
+    "macos-x86_64": "macosx_26_0_x86_64",
     "windows-x86_64": "win_amd64",
 }
 

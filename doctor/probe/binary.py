@@ -1,7 +1,7 @@
 """`doctor check --binary`: what a built program, extension module or shared library needs,
 and what the loader would give it. Facts only; diagnose/binary.py judges them.
 
-Read with pyelftools: NEEDED/RUNPATH/RPATH, version needs (GLIBCXX_3.4.30 …), its undefined
+Read with probe/elf.py's reader: NEEDED/RUNPATH/RPATH, version needs (GLIBCXX_3.4.30 …), its undefined
 dynamic symbols; then each NEEDED entry is resolved in glibc's order (probe/loader.py) and,
 breadth first as ld.so does, their own NEEDED entries, to learn which symbols the whole load
 set defines.
@@ -9,7 +9,6 @@ set defines.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
@@ -52,43 +51,19 @@ class BinaryFacts:
 
 def read_symbols(real_path: str) -> tuple[list[tuple[str, bool]], set[str], list[str]]:
     """(undefined (name, weak) pairs, defined names, version definitions) of the dynamic table."""
-    from elftools.elf.elffile import ELFFile
+    from doctor.probe.elf import ElfReader
 
     undefined: list[tuple[str, bool]] = []
     defined: set[str] = set()
-    verdefs: list[str] = []
     with open(real_path, "rb") as fh:
-        elf = ELFFile(fh)
-        for i in range(elf.num_sections()):
-            kind = elf._get_section_header(i)["sh_type"]
-            if kind == "SHT_DYNSYM":
-                section = elf.get_section(i)
-                _walk_dynsym(elf, section, undefined, defined)
-            elif kind == "SHT_GNU_verdef":
-                for verdef, auxes in elf.get_section(i).iter_versions():
-                    verdefs.extend(a.name for a in auxes)
-    return undefined, defined, verdefs
-
-
-def _walk_dynsym(elf, dynsym, undefined, defined) -> None:
-    if elf.elfclass == 64 and elf.little_endian and dynsym["sh_entsize"] == 24:
-        strings = elf.get_section(dynsym["sh_link"]).data()
-        for st_name, info, _other, shndx, _value, _size in struct.iter_unpack("<IBBHQQ", dynsym.data()):
-            if st_name == 0:
-                continue
-            name = strings[st_name: strings.index(b"\0", st_name)].decode("ascii", "replace")
-            if shndx == 0:
-                undefined.append((name, (info >> 4) == 2))  # STB_WEAK
-            else:
+        elf = ElfReader(fh)
+        for name, is_defined, weak in elf.symbols():
+            if is_defined:
                 defined.add(name)
-        return
-    for sym in dynsym.iter_symbols():
-        if not sym.name:
-            continue
-        if sym["st_shndx"] == "SHN_UNDEF":
-            undefined.append((sym.name, sym["st_info"]["bind"] == "STB_WEAK"))
-        else:
-            defined.add(sym.name)
+            else:
+                undefined.append((name, weak))
+        verdefs = elf.version_definitions()
+    return undefined, defined, verdefs
 
 
 def inspect_binary(host: Host, path: str, ld_cache: dict[str, list[str]]) -> BinaryFacts:

@@ -21,7 +21,7 @@ from doctor.catalog.toolkit import CUDA_LIBRARIES, cuda_library_for_soname, cuda
 from doctor.host import Host
 from doctor.model import Evidence
 from doctor.probe.binary import read_symbols
-from doctor.probe.loader import resolve_needed
+from doctor.probe.loader import in_dir, listings, resolve_needed
 
 MAX_LIBS = 48
 
@@ -174,8 +174,9 @@ def _copies(host: Host, soname: str, site_dirs: list[str], ld_cache: dict[str, l
     if prefix and host.exists(PurePath(prefix) / "lib" / soname):
         found.append(str(PurePath(prefix) / "lib" / soname))
     found.extend(ld_cache.get(soname, []))
+    seen = listings(ld_cache)  # the run's directory listings: each directory read once
     for d in host.env.get("LD_LIBRARY_PATH", "").split(":"):
-        if d and host.exists(PurePath(d) / soname):
+        if d and in_dir(host, d, soname, seen):
             found.append(str(PurePath(d) / soname))
     seen: set[str] = set()
     return [p for p in found if not (p in seen or seen.add(p))]

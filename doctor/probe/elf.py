@@ -1,4 +1,5 @@
-"""What an ELF shared library says about itself, read with pyelftools (no `nm`, no `readelf`)."""
+"""What an ELF shared library says about itself: a small struct reader of the few tables the
+probes need (no `nm`, no `readelf`; pyelftools is the oracle in the tests)."""
 
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ def read_elf(path: str, real_path: str, count_abi_symbols: bool = False) -> ElfI
 
     Memoised per file and mtime: the libtorch and loader probes both read libc10.so.
     A FIFO or device is refused before it is opened (it would block or never end); a file that
-    is empty, truncated or not ELF raises ElfProblem saying so, before pyelftools reads it.
+    is empty, truncated or not ELF raises ElfProblem saying so, before any table is read.
     """
     import stat as st
 
@@ -101,60 +102,212 @@ def read_elf(path: str, real_path: str, count_abi_symbols: bool = False) -> ElfI
 
 @functools.lru_cache(maxsize=64)
 def _read_elf(path: str, real_path: str, count_abi_symbols: bool, _mtime: int, _size: int) -> ElfInfo:
-    from elftools.elf.elffile import ELFFile
-
     with open(real_path, "rb") as fh:
-        elf = ELFFile(fh)
-        info = ElfInfo(
-            path=path,
-            machine=MACHINES.get(elf["e_machine"], str(elf["e_machine"])),
-            elfclass=elf.elfclass,
-            endian="little" if elf.little_endian else "big",
-        )
-        # Build only the three sections we read: constructing all of them (GNU hash tables
-        # included) costs far more than reading these.
-        wanted = {}
-        for i in range(elf.num_sections()):
-            kind = elf._get_section_header(i)["sh_type"]
-            if kind in ("SHT_DYNAMIC", "SHT_GNU_verneed", "SHT_DYNSYM"):
-                wanted[kind] = elf.get_section(i)
-        for kind, section in wanted.items():
-            if kind == "SHT_DYNAMIC":
-                for tag in section.iter_tags():
-                    if tag.entry.d_tag == "DT_NEEDED":
-                        info.needed.append(tag.needed)
-                    elif tag.entry.d_tag == "DT_RUNPATH":
-                        info.runpath.extend(p for p in tag.runpath.split(":") if p)
-                    elif tag.entry.d_tag == "DT_RPATH":
-                        info.rpath.extend(p for p in tag.rpath.split(":") if p)
-            elif kind == "SHT_GNU_verneed":
-                for verneed, auxes in section.iter_versions():
-                    info.version_needs[verneed.name] = [aux.name for aux in auxes]
+        elf = ElfReader(fh)
+        info = ElfInfo(path=path, machine=elf.machine, elfclass=elf.elfclass, endian=elf.endian)
+        info.needed, info.runpath, info.rpath = elf.dynamic()
+        info.version_needs = elf.version_needs()
         if count_abi_symbols:
-            dynsym = wanted.get("SHT_DYNSYM")
-            info.cxx11_symbols, info.old_abi_symbols = _abi_counts(elf, dynsym) if dynsym else (0, 0)
+            info.cxx11_symbols, info.old_abi_symbols = elf.abi_counts()
     return info
 
 
-def _defined_symbol_names(elf, dynsym):
-    """Names of defined dynamic symbols. pyelftools finds the tables; for 64-bit little-endian
-    files (every libtorch we meet) the entries are decoded with struct, ~20× faster than
-    building a Symbol object per entry."""
-    if elf.elfclass != 64 or not elf.little_endian or dynsym["sh_entsize"] != 24:
-        for sym in dynsym.iter_symbols():
-            if sym["st_shndx"] != "SHN_UNDEF":
-                yield sym.name
-        return
-    strtab = elf.get_section(dynsym["sh_link"])
-    strings = strtab.data()
-    for st_name, _info, _other, shndx, _value, _size in struct.iter_unpack("<IBBHQQ", dynsym.data()):
-        if shndx != 0:  # SHN_UNDEF
-            yield strings[st_name : strings.index(b"\0", st_name)].decode("ascii", "replace")
+# -- a reader of the few fields the probes need --
+#
+# pyelftools (the oracle in tests/core/test_elf_reader.py) costs ~100 ms to import (it pulls
+# `pdb` through elftools.construct.debug) and builds an object per entry; `doctor check`
+# needs five tables, read here with struct from the section headers. Every offset and count
+# comes from a hostile file: each is checked against the file's size before it is used.
+
+SHT_DYNAMIC, SHT_DYNSYM = 6, 11
+SHT_GNU_VERDEF, SHT_GNU_VERNEED = 0x6FFFFFFD, 0x6FFFFFFE
+DT_NEEDED, DT_RPATH, DT_RUNPATH = 1, 15, 29
+_TORCH_PREFIXES = tuple(p.encode() for p in TORCH_NAMESPACES)
+_CXX11_BYTES, _OLD_BYTES = CXX11_STRING.encode(), OLD_STRING.encode()
+EM_NAMES = {62: "x86_64", 183: "aarch64", 3: "i386", 40: "arm", 21: "ppc64le"}
+MAX_VERSIONS = 1 << 16  # version entries followed in one table (a loop of vn_next ends here)
 
 
-def _abi_counts(elf, dynsym) -> tuple[int, int]:
+class ElfReader:
+    """Section headers of an ELF file opened for reading, and the tables the probes use."""
+
+    def __init__(self, fh) -> None:
+        self._fd = fh.fileno()
+        self._size = os.fstat(self._fd).st_size
+        head = os.pread(self._fd, 64, 0)
+        problem = header_problem(head, self._size)
+        if problem:
+            raise ElfProblem(problem)
+        self.elfclass = 32 * head[4]
+        self.little = head[5] == 1
+        self.endian = "little" if self.little else "big"
+        o = "<" if self.little else ">"
+        self._o = o
+        machine, = struct.unpack_from(o + "H", head, 0x12)
+        self.machine = EM_NAMES.get(machine, f"EM_{machine}")
+        if self.elfclass == 64:
+            shoff, = struct.unpack_from(o + "Q", head, 0x28)
+            shentsize, shnum = struct.unpack_from(o + "HH", head, 0x3A)
+            shdr = struct.Struct(o + "IIQQQQIIQQ")
+        else:
+            shoff, = struct.unpack_from(o + "I", head, 0x20)
+            shentsize, shnum = struct.unpack_from(o + "HH", head, 0x2E)
+            shdr = struct.Struct(o + "IIIIIIIIII")
+        if shnum and shentsize < shdr.size:
+            raise ElfProblem(f"section header entries of {shentsize} bytes (an ELF{self.elfclass} one has {shdr.size})")
+        table = self._read(shoff, shentsize * shnum)
+        self.sections = []  # (type, offset, size, link, info, entsize)
+        for i in range(shnum):
+            _name, kind, _flags, _addr, off, size, link, info, _align, entsize = shdr.unpack_from(table, i * shentsize)
+            self.sections.append((kind, off, size, link, info, entsize))
+
+    def _read(self, offset: int, size: int) -> bytes:
+        if offset < 0 or size < 0 or offset + size > self._size:
+            raise ElfProblem(f"truncated: a table at byte {offset} of {size} bytes runs past the end ({self._size} bytes)")
+        data = os.pread(self._fd, size, offset)
+        if len(data) != size:
+            raise ElfProblem(f"truncated: read {len(data)} of {size} bytes at {offset}")
+        return data
+
+    @staticmethod
+    def _unpack(st: struct.Struct, data: bytes, offset: int) -> tuple:
+        if offset < 0 or offset + st.size > len(data):
+            raise ElfProblem(f"a version entry at {offset} runs past its section ({len(data)} bytes)")
+        return st.unpack_from(data, offset)
+
+    def _first(self, kind: int):
+        return next((s for s in self.sections if s[0] == kind), None)
+
+    def _bytes(self, section) -> bytes:
+        return self._read(section[1], section[2])
+
+    def _strings(self, index: int) -> bytes:
+        if not 0 <= index < len(self.sections):
+            raise ElfProblem(f"a string table index {index} out of range")
+        return self._bytes(self.sections[index])
+
+    @staticmethod
+    def _str(table: bytes, offset: int) -> str:
+        end = table.find(b"\0", offset)
+        return table[offset:end if end >= 0 else len(table)].decode("utf-8", "replace")
+
+    def dynamic(self) -> tuple[list[str], list[str], list[str]]:
+        """(NEEDED, RUNPATH entries, RPATH entries) of the dynamic section."""
+        needed: list[str] = []
+        runpath: list[str] = []
+        rpath: list[str] = []
+        section = self._first(SHT_DYNAMIC)
+        if section is None:
+            return needed, runpath, rpath
+        strings = self._strings(section[3])
+        fmt = self._o + ("qQ" if self.elfclass == 64 else "iI")
+        data = self._bytes(section)
+        for tag, value in struct.iter_unpack(fmt, data[: len(data) // struct.calcsize(fmt) * struct.calcsize(fmt)]):
+            if tag == 0:  # DT_NULL
+                break
+            if tag == DT_NEEDED:
+                needed.append(self._str(strings, value))
+            elif tag == DT_RUNPATH:
+                runpath.extend(p for p in self._str(strings, value).split(":") if p)
+            elif tag == DT_RPATH:
+                rpath.extend(p for p in self._str(strings, value).split(":") if p)
+        return needed, runpath, rpath
+
+    def version_needs(self) -> dict[str, list[str]]:
+        """File name -> version names it needs (GLIBCXX_3.4.30 ...), from SHT_GNU_verneed."""
+        out: dict[str, list[str]] = {}
+        section = self._first(SHT_GNU_VERNEED)
+        if section is None:
+            return out
+        strings = self._strings(section[3])
+        need, aux = struct.Struct(self._o + "HHIII"), struct.Struct(self._o + "IHHII")
+        data, offset = self._bytes(section), 0
+        for _ in range(min(section[4], MAX_VERSIONS)):
+            _version, count, file, aux_off, nxt = self._unpack(need, data, offset)
+            names = out.setdefault(self._str(strings, file), [])
+            at = offset + aux_off
+            for _ in range(min(count, MAX_VERSIONS)):
+                _hash, _flags, _other, name, aux_next = self._unpack(aux, data, at)
+                names.append(self._str(strings, name))
+                if not aux_next:
+                    break
+                at += aux_next
+            if not nxt:
+                break
+            offset += nxt
+        return out
+
+    def version_definitions(self) -> list[str]:
+        """Every name in SHT_GNU_verdef (each definition and the parents it names)."""
+        out: list[str] = []
+        section = self._first(SHT_GNU_VERDEF)
+        if section is None:
+            return out
+        strings = self._strings(section[3])
+        vdef, aux = struct.Struct(self._o + "HHHHIII"), struct.Struct(self._o + "II")
+        data, offset = self._bytes(section), 0
+        for _ in range(min(section[4], MAX_VERSIONS)):
+            _version, _flags, _ndx, count, _hash, aux_off, nxt = self._unpack(vdef, data, offset)
+            at = offset + aux_off
+            for _ in range(min(count, MAX_VERSIONS)):
+                name, aux_next = self._unpack(aux, data, at)
+                out.append(self._str(strings, name))
+                if not aux_next:
+                    break
+                at += aux_next
+            if not nxt:
+                break
+            offset += nxt
+        return out
+
+    def symbols(self):
+        """(name, defined, weak) of each named entry of the dynamic symbol table."""
+        section = self._first(SHT_DYNSYM)
+        if section is None:
+            return
+        strings = self._strings(section[3])
+        if self.elfclass == 64:
+            fmt, name_at, info_at, shndx_at = self._o + "IBBHQQ", 0, 1, 3
+        else:
+            fmt, name_at, info_at, shndx_at = self._o + "IIIBBH", 0, 3, 5
+        width = struct.calcsize(fmt)
+        data = self._bytes(section)
+        for entry in struct.iter_unpack(fmt, data[: len(data) // width * width]):
+            if entry[name_at] == 0:
+                continue
+            yield self._str(strings, entry[name_at]), entry[shndx_at] != 0, entry[info_at] >> 4 == 2
+
+    def defined_symbols(self):
+        return (name for name, defined, _weak in self.symbols() if defined)
+
+    def abi_counts(self) -> tuple[int, int]:
+        """(defined torch-namespace symbols with std::__cxx11::string, with the old std::string),
+        as _abi_counts(defined_symbols()) counts them, on the raw bytes: a libtorch library has
+        ~10⁵ dynamic symbols and a cache may hold dozens of trees (issue 19)."""
+        section = self._first(SHT_DYNSYM)
+        if section is None:
+            return 0, 0
+        strings = self._strings(section[3])
+        fmt, shndx_at = (self._o + "IBBHQQ", 3) if self.elfclass == 64 else (self._o + "IIIBBH", 5)
+        width = struct.calcsize(fmt)
+        data = self._bytes(section)
+        starts = strings.startswith
+        torch = [e[0] for e in struct.iter_unpack(fmt, data[: len(data) // width * width])
+                 if e[shndx_at] != 0 and e[0] and starts(_TORCH_PREFIXES, e[0])]
+        cxx11 = old = 0
+        for offset in torch:
+            end = strings.find(b"\0", offset)
+            name = strings[offset:end if end >= 0 else len(strings)]
+            if _CXX11_BYTES in name:
+                cxx11 += 1
+            elif _OLD_BYTES in name:
+                old += 1
+        return cxx11, old
+
+
+def _abi_counts(names) -> tuple[int, int]:
     cxx11 = old = 0
-    for name in _defined_symbol_names(elf, dynsym):
+    for name in names:
         if not name.startswith(TORCH_NAMESPACES):
             continue
         if CXX11_STRING in name:

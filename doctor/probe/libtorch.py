@@ -14,6 +14,7 @@ from pathlib import Path, PurePath
 
 from doctor.host import Host
 from doctor.model import Evidence
+from doctor.probe import hasktorch_cache
 from doctor.probe.elf import ElfProblem, abi_from_counts, read_elf
 from doctor.probe.python_torch import PythonTorch
 from doctor.probe.versions import (
@@ -34,8 +35,9 @@ VERSION_FILES = {
     "version.py": "version.py",
 }
 INSTALL_RECORD = "torch-doctor.json"
-# Hasktorch's cache layout: $LIBTORCH_HOME/<version>/<platform>/<flavour>/.ok
-HASKTORCH_PLATFORMS = ("linux-x86_64", "linux-aarch64", "macos-arm64", "macos-x86_64")
+# Hasktorch's cache layout lives in probe/hasktorch_cache.py; these names stay for old importers.
+HASKTORCH_PLATFORMS = hasktorch_cache.PLATFORMS
+libtorch_home = hasktorch_cache.libtorch_home
 
 # The order a build looks in, with the reason shown to the user.
 PRECEDENCE = [
@@ -128,37 +130,9 @@ def _from_env(host: Host) -> list[tuple[str, str, Evidence]]:
     return out
 
 
-def libtorch_home(host: Host) -> Path:
-    """Hasktorch's cache root: $LIBTORCH_HOME, else the XDG cache dir + /libtorch.
-
-    Hasktorch's Setup.hs uses Haskell's `getXdgDirectory XdgCache "libtorch"`, which is
-    `$XDG_CACHE_HOME/libtorch` or `~/.cache/libtorch` on Linux AND macOS; platformdirs would
-    say ~/Library/Caches on macOS, where Hasktorch would not look. Windows (no Hasktorch
-    support) gets platformdirs' user cache dir.
-    """
-    if host.env.get("LIBTORCH_HOME"):
-        return Path(host.env["LIBTORCH_HOME"])
-    if host.system == "Windows":
-        import platformdirs
-
-        return Path(platformdirs.user_cache_dir("libtorch", appauthor=False))
-    xdg = host.env.get("XDG_CACHE_HOME", "")
-    base = Path(xdg) if xdg and Path(xdg).is_absolute() else host.home / ".cache"
-    return base / "libtorch"
-
-
 def _from_hasktorch_cache(host: Host) -> list[tuple[str, str, Evidence]]:
-    home = libtorch_home(host)
-    out = []
-    for version in host.listdir(home):
-        for platform in host.listdir(PurePath(home) / version):
-            if platform not in HASKTORCH_PLATFORMS:
-                continue
-            for flavour in host.listdir(PurePath(home) / version / platform):
-                root = str(PurePath(home) / version / platform / flavour)
-                if host.is_dir(root):
-                    out.append(("LIBTORCH_HOME", root, Evidence("file", root, "Hasktorch cache layout")))
-    return out
+    return [("LIBTORCH_HOME", root, Evidence("file", root, "Hasktorch cache layout"))
+            for root, _, _, _ in hasktorch_cache.cached_trees(host)]
 
 
 def _from_places(host: Host, python: PythonTorch | None) -> list[tuple[str, str, Evidence]]:
@@ -187,8 +161,8 @@ def _looks_like_libtorch(host: Host, root: str) -> bool:
 # -- one tree --
 
 
-def _lib_name(host: Host, stem: str) -> str:
-    return {"Darwin": f"lib{stem}.dylib", "Windows": f"{stem}.dll"}.get(host.system, f"lib{stem}.so")
+def _lib_name(host: Host, stem: str, system: str | None = None) -> str:
+    return {"Darwin": f"lib{stem}.dylib", "Windows": f"{stem}.dll"}.get(system or host.system, f"lib{stem}.so")
 
 
 def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evidence]) -> LibtorchInstall:
@@ -208,9 +182,12 @@ def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evide
     if not install.exists:
         return install
     stems = ("c10", "torch", "torch_cpu", "torch_cuda", "c10_cuda", "torch_hip", "c10_hip")
-    names = (_lib_name(host, stem) for stem in stems)
+    from doctor.probe.platform_tree import tree_system
+
+    system = tree_system(host, lib_dir)  # a macOS or Windows tree checked from Linux (CI) has its own names
+    names = (_lib_name(host, stem, system) for stem in stems)
     install.libraries = [name for name in names if host.exists(PurePath(lib_dir) / name)]
-    c10 = PurePath(lib_dir) / _lib_name(host, "c10")
+    c10 = PurePath(lib_dir) / _lib_name(host, "c10", system)
     install.complete = host.is_dir(PurePath(include) / "torch") and host.exists(c10)
 
     for label, rel in VERSION_FILES.items():
@@ -292,7 +269,7 @@ def _read_libc10(host: Host, install: LibtorchInstall, c10: PurePath, abi_flag: 
         install.evidence.append(
             Evidence("file", str(root / "share/cmake/Torch/TorchConfig.cmake"), f"-D_GLIBCXX_USE_CXX11_ABI={abi_flag}")
         )
-    if host.system != "Linux" or not host.exists(c10):
+    if host.system != "Linux" or c10.suffix != ".so" or not host.exists(c10):  # ELF only; Mach-O/PE: probe/platform_tree
         return
     try:
         info = read_elf(str(c10), str(host.real(c10)), count_abi_symbols=install.abi is None)
@@ -322,16 +299,16 @@ def _read_libc10(host: Host, install: LibtorchInstall, c10: PurePath, abi_flag: 
 
 def detect_libtorch(host: Host, python: PythonTorch | None) -> LibtorchFacts:
     found = _from_env(host) + _from_hasktorch_cache(host) + _from_places(host, python)
-    merged: dict[str, tuple[list[str], list[Evidence]]] = {}
+    # Each root is resolved once: the key and the first spelling that reached it (not a
+    # re-resolution of every root per candidate, which grew as N² with a big cache).
+    merged: dict[str, tuple[str, list[str], list[Evidence]]] = {}
     for origin, root, ev in found:
-        key = _canonical(host, root)
-        origins, evidence = merged.setdefault(key, ([], []))
+        _first, origins, evidence = merged.setdefault(_canonical(host, root), (root, [], []))
         if origin not in origins:
             origins.append(origin)
         evidence.append(ev)
     candidates = []
-    for key, (origins, evidence) in merged.items():
-        root = next(r for o, r, _ in found if _canonical(host, r) == key)
+    for root, origins, evidence in merged.values():
         candidates.append(inspect_tree(host, root, origins, evidence))
     candidates.sort(key=lambda c: min(ORIGIN_RANK[o] for o in c.origins))
     active, reason = _choose(host, candidates)
@@ -350,14 +327,23 @@ def _choose(host: Host, candidates: list[LibtorchInstall]) -> tuple[int | None, 
     if not candidates:
         return None, "no libtorch found in any of the places a build looks"
     reasons = dict(PRECEDENCE)
+    if "LIBTORCH_USE_PYTORCH" in host.env:
+        # tch-rs asks Python first and then ignores LIBTORCH (torch-sys/build.rs, probe/tchrs.py).
+        for i, c in enumerate(candidates):
+            if "python" in c.origins:
+                return i, "LIBTORCH_USE_PYTORCH is set: tch-rs takes the Python torch's libtorch, over LIBTORCH"
     first = candidates[0]
     origin = min(first.origins, key=ORIGIN_RANK.__getitem__)
     if origin == "LIBTORCH_HOME":
-        # Hasktorch picks the tree named by LIBTORCH_VERSION / LIBTORCH_CUDA_VERSION when set.
-        wanted_version = host.env.get("LIBTORCH_VERSION")
-        wanted_flavour = host.env.get("LIBTORCH_CUDA_VERSION")
+        # Setup.hs builds against exactly $LIBTORCH_HOME/<LIBTORCH_VERSION>/<platform>/<LIBTORCH_CUDA_VERSION>.
+        req = hasktorch_cache.hasktorch_request(host)
         for i, c in enumerate(candidates):
-            h = c.hasktorch or {}
-            if "LIBTORCH_HOME" in c.origins and h.get("version") == wanted_version and wanted_flavour in (None, h.get("flavour")):
-                return i, reasons[origin] + f", matching LIBTORCH_VERSION={wanted_version}"
+            if "LIBTORCH_HOME" in c.origins and req.tree and _canonical(host, c.root) == _canonical(host, req.tree):
+                asked = (f"LIBTORCH_VERSION={req.version}" + ("" if req.version_from_env else " (Setup.hs default)")
+                         + f", LIBTORCH_CUDA_VERSION={req.flavour}" + ("" if req.flavour_from_env else " (default)"))
+                return i, reasons[origin] + f", matching {asked}"
+        if req.version_from_env or req.flavour_from_env:
+            # Not cached: Hasktorch would download it; say so rather than name another tree as its choice.
+            return 0, (reasons[origin] + f"; LIBTORCH_VERSION={req.version} / LIBTORCH_CUDA_VERSION={req.flavour} "
+                       "is NOT cached (a Hasktorch build would download it): this is only the first cached tree")
     return 0, reasons[origin]

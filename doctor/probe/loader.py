@@ -3,11 +3,12 @@ and do their own NEEDED entries resolve (RUNPATH/RPATH, LD_LIBRARY_PATH, ld.so.c
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
+from doctor.catalog.platforms import loader_variable, separator
 from doctor.host import Host
-from doctor.emit.variables import loader_variable, separator
 from doctor.model import Evidence
 from doctor.probe.elf import read_elf
 from doctor.probe.ldcache import parse_ld_so_cache
@@ -41,11 +42,48 @@ class LoaderFacts:
     unresolved: list[str] = field(default_factory=list)  # "libtorch_cuda.so → libcudart.so.12"
     unreadable: list[str] = field(default_factory=list)  # "libc10.so: empty file (0 bytes)"
     evidence: list[Evidence] = field(default_factory=list)
+    foreign: str | None = None  # "Darwin" / "Windows": a macOS or Windows tree, simulated in probe/platform_tree.py
 
 
-def read_ld_cache(host: Host) -> dict[str, list[str]]:
+class LoaderCache(dict):
+    """ld.so.cache (soname -> paths) and the loader directories listed so far in this run.
+
+    `check` reads it once and hands it to every probe that resolves libraries (loader, GPU
+    builds, CUDA libraries, libstdc++), so each directory of a long LD_LIBRARY_PATH is listed
+    once per run and each name is a set lookup, not a stat per name per directory."""
+
+    def __init__(self, entries: dict[str, list[str]] | None = None) -> None:
+        super().__init__(entries or {})
+        self.listings: dict[str, frozenset[str] | None] = {}
+
+
+def read_ld_cache(host: Host) -> LoaderCache:
     data = host.read_bytes("/etc/ld.so.cache")
-    return parse_ld_so_cache(data) if data else {}
+    return LoaderCache(parse_ld_so_cache(data) if data else {})
+
+
+def listings(ld_cache: dict) -> dict[str, frozenset[str] | None]:
+    """The run's directory listings (a fresh one where a caller passed a plain dict)."""
+    found = getattr(ld_cache, "listings", None)
+    return found if found is not None else {}
+
+
+def in_dir(host: Host, directory: str, name: str, seen: dict[str, frozenset[str] | None]) -> bool:
+    """Whether `directory/name` exists, listing `directory` once into `seen`. A name found in
+    the listing is still checked with exists() (a dangling symlink is no library); a directory
+    that cannot be listed (execute-only) is asked name by name, as the loader would open it."""
+    if "/" in name:
+        return host.exists(PurePath(directory) / name)
+    if directory not in seen:
+        names = host.listdir(directory)
+        # nothing listed: an empty readable directory (one check), a missing one, or one that
+        # cannot be listed (then asked name by name)
+        unlistable = not names and not host.access(directory, os.R_OK) and host.is_dir(directory)
+        seen[directory] = None if unlistable else frozenset(names)
+    names = seen[directory]
+    if names is not None and name not in names:
+        return False
+    return host.exists(PurePath(directory) / name)
 
 
 def detect_loader(host: Host, lib_dir: str | None, ld_cache: dict[str, list[str]]) -> LoaderFacts:
@@ -54,9 +92,15 @@ def detect_loader(host: Host, lib_dir: str | None, ld_cache: dict[str, list[str]
     facts = LoaderFacts(variable, search, lib_dir)
     if host.env.get(variable) is not None:
         facts.evidence.append(Evidence("env", variable, host.env[variable]))
+    from doctor.probe.platform_tree import tree_system  # issue 14: dispatch, the macOS/Windows loaders live there
+
+    if lib_dir is not None and tree_system(host, lib_dir) in ("Darwin", "Windows"):
+        facts.foreign = tree_system(host, lib_dir)
+        return facts
     if lib_dir is None or host.system != "Linux":
         return facts
     defaults = default_dirs(host)
+    ld_cache = ld_cache if isinstance(ld_cache, LoaderCache) else LoaderCache(ld_cache)
     for name in MAIN_LIBRARIES:
         path = PurePath(lib_dir) / name
         if not host.exists(path):
@@ -88,6 +132,7 @@ def default_dirs(host: Host) -> list[str]:
 def resolve_needed(host: Host, path: PurePath, ld_cache: dict[str, list[str]], prefixes: tuple[str, ...] = ("",)):
     """Where the loader finds each NEEDED entry (starting with one of `prefixes`) of the library
     at `path`, in glibc's order. Returns (resolutions, ElfInfo); raises when the file is unreadable."""
+    ld_cache = ld_cache if isinstance(ld_cache, LoaderCache) else LoaderCache(ld_cache)
     elf = read_elf(str(path), str(host.real(path)))
     origin = str(path.parent)
     runpath = [p.replace("${ORIGIN}", origin).replace("$ORIGIN", origin) for p in elf.runpath]
@@ -100,13 +145,14 @@ def resolve_needed(host: Host, path: PurePath, ld_cache: dict[str, list[str]], p
 
 def _resolve(host, name, rpath, runpath, search, ld_cache, defaults) -> Resolution:
     """glibc's order: RPATH (only without RUNPATH), LD_LIBRARY_PATH, RUNPATH, ld.so.cache, default dirs."""
+    seen = listings(ld_cache)
     for via, dirs in (("RPATH", rpath), ("LD_LIBRARY_PATH", search), ("RUNPATH", runpath)):
         for d in dirs:
-            if host.exists(PurePath(d) / name):
+            if in_dir(host, d, name, seen):
                 return Resolution(name, str(PurePath(d) / name), via)
     if name in ld_cache:
         return Resolution(name, ld_cache[name][0], "ld.so.cache")
     for d in defaults:
-        if host.exists(PurePath(d) / name):
+        if in_dir(host, d, name, seen):
             return Resolution(name, str(PurePath(d) / name), "default dirs")
     return Resolution(name, None, "")

@@ -16,7 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
-from doctor.catalog.cuda import DRIVER_LIBRARIES, NVML_LIBRARIES
+from doctor.catalog.cuda import DRIVER_LIBRARIES, NVML_LIBRARIES, parse_cuda_version
+from doctor.formats import excerpt
 from doctor.host import Host, RunResult
 from doctor.model import Evidence
 from doctor.probe.devices import PciDevice, ProbeProblem, why_failed
@@ -190,13 +191,6 @@ def parse_smi_csv(text: str, fields: tuple[str, ...] = SMI_FIELDS) -> list[dict[
             continue
         rows.append(row)
     return rows
-
-
-def parse_cuda_version(value: int) -> str | None:
-    """cuDriverGetVersion's integer: 12080 → "12.8", 13000 → "13.0"."""
-    if value <= 0:
-        return None
-    return f"{value // 1000}.{(value % 1000) // 10}"
 
 
 def cuda_error(rc: int) -> str:
@@ -404,6 +398,7 @@ def _read_override(host: Host, facts: NvidiaFacts) -> None:
         raise DoctorError(
             f"{OVERRIDE}={raw!r} is neither a driver version nor a CUDA version",
             f"give a driver version ({OVERRIDE}=550.54.14) or the CUDA version it supports ({OVERRIDE}=12.4)",
+            error_id="env.bad-value",
         ) from None
     facts.override = raw
     ev = Evidence("env", OVERRIDE, raw)
@@ -508,9 +503,7 @@ def _run_smi(host: Host, smi: str, timeout: float) -> tuple[RunResult, tuple[str
     return first, SMI_FIELDS, None
 
 
-def _excerpt(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+_excerpt = excerpt
 
 
 def _take_smi(facts: NvidiaFacts, first: RunResult, fields: tuple[str, ...], retry: RunResult | None) -> None:

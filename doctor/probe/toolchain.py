@@ -11,6 +11,7 @@ from doctor.host import Host
 from doctor.model import Evidence
 
 STANDARDS = (26, 23, 20, 17, 14)  # probed newest first; the first accepted wins
+FIRST_STANDARDS = 2  # probed at once with --version: a current compiler accepts one of them
 
 
 @dataclass
@@ -82,7 +83,13 @@ def run_problem(run, timeout: float) -> str | None:
 
 
 def _probe_compiler(host: Host, name: str, path: str, timeout: float) -> Compiler:
-    run = host.run([path, "--version"], timeout=timeout)
+    # `--version` and the two newest -std probes start together (they are the check's critical
+    # path, issue 19); the older standards are asked only when both of those are refused.
+    with ThreadPoolExecutor(max_workers=1 + FIRST_STANDARDS) as pool:
+        version_run = pool.submit(host.run, [path, "--version"], timeout=timeout)
+        early = [pool.submit(_std_probe, host, path, std, timeout) for std in STANDARDS[:FIRST_STANDARDS]]
+        run = version_run.result()
+        probes = [(std, f.result()) for std, f in zip(STANDARDS, early)]
     version = parse_compiler_version(run.stdout) if run.ok else None
     compiler = Compiler(name, path, version, None)
     compiler.problem = run_problem(run, timeout) or (None if version else "printed no version number")
@@ -90,16 +97,24 @@ def _probe_compiler(host: Host, name: str, path: str, timeout: float) -> Compile
     compiler.evidence.append(Evidence("command", f"{name} --version", said[0][:300] if said else ""))
     if not run.ok:
         return compiler
-    for std in STANDARDS:
-        probe = host.run([path, f"-std=c++{std}", "-fsyntax-only", "-x", "c++", "-"], timeout=timeout, input="")
-        if probe.timed_out:  # one hang is enough: five would cost 5 × the timeout
-            compiler.problem = f"-std=c++{std} -fsyntax-only did not answer in {timeout:g} s"
-            break
-        if probe.ok:
-            compiler.max_std = std
-            compiler.evidence.append(Evidence("command", f"{name} -std=c++{std} -fsyntax-only -x c++ -", "accepted"))
-            break
-    return compiler
+    rest = iter(STANDARDS[FIRST_STANDARDS:])
+    while True:
+        for std, probe in probes:
+            if probe.timed_out:  # one hang is enough: five would cost 5 × the timeout
+                compiler.problem = f"-std=c++{std} -fsyntax-only did not answer in {timeout:g} s"
+                return compiler
+            if probe.ok:
+                compiler.max_std = std
+                compiler.evidence.append(Evidence("command", f"{name} -std=c++{std} -fsyntax-only -x c++ -", "accepted"))
+                return compiler
+        std = next(rest, None)
+        if std is None:
+            return compiler
+        probes = [(std, _std_probe(host, path, std, timeout))]
+
+
+def _std_probe(host: Host, path: str, std: int, timeout: float):
+    return host.run([path, f"-std=c++{std}", "-fsyntax-only", "-x", "c++", "-"], timeout=timeout, input="")
 
 
 def _probe_tool(host: Host, name: str, parse, timeout: float) -> Tool:

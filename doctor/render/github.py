@@ -1,5 +1,6 @@
 """GitHub Actions output: the plain report for the log, `::error` / `::warning` annotations for
-the run's summary page, and the markdown table appended to `$GITHUB_STEP_SUMMARY`.
+the run's summary page, and the block for `$GITHUB_STEP_SUMMARY` (`summary_block`). Text only:
+the command layer (doctor/commands/_output.py) appends the block, through the Host.
 
 Workflow commands are parsed line by line, so the message and each property are escaped the
 way GitHub's own toolkit does (@actions/core `escapeData` / `escapeProperty`).
@@ -7,7 +8,6 @@ way GitHub's own toolkit does (@actions/core `escapeData` / `escapeProperty`).
 
 from __future__ import annotations
 
-import os
 import secrets
 from collections.abc import Mapping
 
@@ -46,15 +46,10 @@ def annotation(finding: Finding, strict: bool = False) -> str | None:
     return f"::{command} title={escape_property(title)}::{escape_data(chr(10).join(parts))}"
 
 
-def render(report: Report, verbose: int = 0, color: bool = False, env: Mapping[str, str] | None = None) -> str:
-    """The text report, then one annotation per problem.
+def render(report: Report, verbose: int = 0, color: bool = False) -> str:
+    """The text report, then one annotation per problem."""
+    from doctor.render import text
 
-    When `$GITHUB_STEP_SUMMARY` names a file, the markdown summary is appended to it: that file
-    is how a step contributes to the job summary page, and only this format knows it is in Actions.
-    """
-    from doctor.render import markdown, text
-
-    env = os.environ if env is None else env
     # Log excerpts in the report could hold "::" lines; stop-commands makes the runner print
     # them instead of obeying them (GitHub's documented way to echo untrusted text).
     body = text.render(report, verbose=verbose, color=False)
@@ -63,13 +58,12 @@ def render(report: Report, verbose: int = 0, color: bool = False, env: Mapping[s
         token = secrets.token_hex(16)
     lines = [f"::stop-commands::{token}", body, f"::{token}::"]
     lines.extend(a for f in report.findings if (a := annotation(f, report.strict)) is not None)
-    summary_path = env.get("GITHUB_STEP_SUMMARY")
-    if summary_path:
-        problem = append_summary(summary_path, markdown.render(report, verbose=verbose))
-        if problem:
-            # The report itself must still come out: a summary we cannot write is only a warning.
-            lines.append(f"::warning title={escape_property('job summary not written')}::{escape_data(problem)}")
     return "\n".join(lines)
+
+
+def warning(title: str, message: str) -> str:
+    """A `::warning` line for something about the run itself (not a finding)."""
+    return f"::warning title={escape_property(title)}::{escape_data(message)}"
 
 
 # The runner uploads no summary at all when the file is over 128 KiB (actions/runner
@@ -78,19 +72,15 @@ def render(report: Report, verbose: int = 0, color: bool = False, env: Mapping[s
 SUMMARY_LIMIT = 128 * 1024
 
 
-def append_summary(path: str, markdown_text: str) -> str:
-    """Append to the step summary file; returns what went wrong, or "" on success.
+def summary_block(markdown_text: str, current_size: int) -> str:
+    """What to append to a step summary file of `current_size` bytes: the markdown and a blank
+    line (it keeps several steps' blocks apart), or only its headline and a pointer to the log
+    when the whole would pass the runner's limit.
 
     The markdown escapes outside text itself (render/markdown.cell); the summary is not parsed
     for workflow commands, so `::` lines there are plain text."""
-    block = markdown_text.rstrip("\n") + "\n\n"  # a blank line keeps several steps' blocks apart
-    try:
-        size = os.path.getsize(path) if os.path.isfile(path) else 0
-        if size + len(block.encode("utf-8")) > SUMMARY_LIMIT:
-            block = (markdown_text.splitlines()[0] + "\n\n_The full table would pass GitHub's 128 KiB step-summary "
-                     "limit: see the step's log._\n\n")
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(block)
-    except OSError as exc:
-        return f"cannot append to GITHUB_STEP_SUMMARY={path}: {exc.strerror or exc}"
-    return ""
+    block = markdown_text.rstrip("\n") + "\n\n"
+    if current_size + len(block.encode("utf-8")) > SUMMARY_LIMIT:
+        block = (markdown_text.splitlines()[0] + "\n\n_The full table would pass GitHub's 128 KiB step-summary "
+                 "limit: see the step's log._\n\n")
+    return block

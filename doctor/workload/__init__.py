@@ -20,6 +20,7 @@ class MissingDependency(DoctorError):
     """torch is not importable in this Python: the command cannot run at all (exit 2)."""
 
     exit_code = 2
+    default_id = "usage.missing-dependency"
 
 
 def require_torch(command: str) -> ModuleType:

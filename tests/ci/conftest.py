@@ -1,3 +1,3 @@
-"""Fixtures for the CI tests; the helpers live in ci_support (an importable, unique name)."""
+"""Fixtures for the CI tests; the helpers live in testsupport.ci_support."""
 
-from ci_support import libtorch_zip, old_abi_tree, report  # noqa: F401  (pytest fixtures)
+from testsupport.ci_support import libtorch_zip, old_abi_tree, report  # noqa: F401  (pytest fixtures)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ci_support import REPO, fetch_into, runner_env, shim_bin
-from gha_runner import Job, run_composite
+from testsupport.ci_support import REPO, fetch_into, runner_env, shim_bin
+from testsupport.gha_runner import Job, run_composite
 
 from doctor.cli import COMMANDS
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ci_support import BUILD_CHECK, REPO, doctor_env, fetch_into, run_doctor, runner_env, shim_bin
-from gha_runner import Job, run_composite
+from testsupport.ci_support import BUILD_CHECK, REPO, doctor_env, fetch_into, run_doctor, runner_env, shim_bin
+from testsupport.gha_runner import Job, run_composite
 
 ACTION = yaml.safe_load((REPO / "action.yml").read_text())
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from emit_helpers import AWKWARD, clean_env, need
+from testsupport.emit_helpers import AWKWARD, clean_env, need
 
 from doctor.emit import emit_text
 from doctor.host import Host

@@ -10,8 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import doctor_subprocess, make_tree
-from emit_helpers import eval_flake, fake_install, need, nix_env, nix_parse
+from testsupport.support import doctor_subprocess, make_tree
+from testsupport.emit_helpers import eval_flake, fake_install, need, nix_env, nix_parse
 
 from doctor.emit import nix
 from doctor.errors import DoctorError

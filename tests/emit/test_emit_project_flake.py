@@ -8,8 +8,8 @@ import re
 import subprocess
 import tomllib
 
-from support import REPO
-from emit_helpers import need, nix_env
+from testsupport.support import REPO
+from testsupport.emit_helpers import need, nix_env
 from packaging.requirements import Requirement
 
 FLAKE = REPO / "nix/flake.nix"

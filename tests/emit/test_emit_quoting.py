@@ -6,7 +6,7 @@ import os
 import subprocess
 
 import pytest
-from emit_helpers import need
+from testsupport.emit_helpers import need
 
 from doctor.errors import DoctorError
 from doctor.quoting import fish_quote, sh_paste, sh_prepend, sh_quote

@@ -7,8 +7,8 @@ import re
 import subprocess
 
 import pytest
-from support import doctor_subprocess, make_tree
-from emit_helpers import AWKWARD, clean_env, fake_install, need, sourced_env
+from testsupport.support import doctor_subprocess, make_tree
+from testsupport.emit_helpers import AWKWARD, clean_env, fake_install, need, sourced_env
 
 from doctor.emit.setenv import default_shell, render
 from doctor.emit.variables import apply, variables

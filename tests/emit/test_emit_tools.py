@@ -9,8 +9,8 @@ import tomllib
 
 import pytest
 from click.testing import CliRunner
-from support import doctor_subprocess, make_tree
-from emit_helpers import AWKWARD, clean_env, fake_install, need, parse_env_file
+from testsupport.support import doctor_subprocess, make_tree
+from testsupport.emit_helpers import AWKWARD, clean_env, fake_install, need, parse_env_file
 
 from doctor.commands.emit import command
 from doctor.emit import emit_text
@@ -54,6 +54,15 @@ def test_cargo_config_is_toml_with_tch_variables():
     assert env["LIBTORCH_INCLUDE"] == env["LIBTORCH_LIB"] == install.root
     assert env["LIBTORCH_CXX11_ABI"] == "1"
     assert env["LD_LIBRARY_PATH"] == {"value": f"{install.root}/lib:/cuda/lib64", "force": True}
+
+
+def test_cargo_config_link_args_rpath_and_cuda_no_as_needed():
+    cpu = tomllib.loads(emit_text("cargo", install=fake_install(ROOT), host=Host(env={})))
+    assert cpu["build"]["rustflags"] == ["-L", f"native={ROOT}/lib", "-C", f"link-arg=-Wl,-rpath,{ROOT}/lib"]
+    gpu_install = fake_install(ROOT, variant="cu130")
+    gpu_install.libraries = ["libc10.so", "libtorch.so", "libtorch_cuda.so"]
+    flags = tomllib.loads(emit_text("cargo", install=gpu_install, host=Host(env={})))["build"]["rustflags"]
+    assert flags[-6:] == ["-C", "link-arg=-Wl,--no-as-needed", "-C", "link-arg=-ltorch_cuda", "-C", "link-arg=-Wl,--as-needed"]
 
 
 def test_cmake_preset_is_json_with_torch_dir_and_abi():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from emit_helpers import fake_install
+from testsupport.emit_helpers import fake_install
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -1,7 +1,8 @@
 """Advice made concrete with this machine's facts: the -D value, the dirs, the variant to fetch.
 
-The libtorch trees are real directories under a test root, seen through Host.for_test, so the
-header and library look-ups go through the same door as on a user's machine.
+The libtorch trees are real directories under a test root, seen through Host.for_test; the command
+layer's gatherer (doctor/explain_machine.py) turns them into plain facts and looks up the files the
+advice names through the same door as on a user's machine.
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from doctor.explain import MachineFacts, explain_text
+import dataclasses
+
+from doctor.explain import MachineFacts
+from doctor.explain_machine import explain_on, machine_facts
 from doctor.host import Host
 from doctor.probe.libtorch import LibtorchInstall
 
@@ -38,11 +42,16 @@ def make_install(tmp_path: Path, *, version="2.13.0", variant="cpu", abi="cxx11"
         elf_machine=machine, libraries=[f"lib{l}.so" for l in libs],
     )
     host = Host.for_test(tmp_path, env=env or {}, glibc=glibc)
-    return MachineFacts.from_host(host, install)
+    return host, machine_facts(host, install)
 
 
-def one(text: str, facts=None):
-    (finding,) = explain_text(text, facts)
+def one(text: str, machine=None):
+    """The one finding of `text`, explained with (host, facts) or with plain facts alone."""
+    if isinstance(machine, tuple):
+        host, facts = machine
+    else:
+        host, facts = Host.for_test(Path("/nonexistent-root")), machine
+    (finding,) = explain_on(host, text, facts)
     return finding
 
 
@@ -106,15 +115,21 @@ def test_cabal_library_list_is_split(tmp_path):
     assert "-lc10, -ltorch" in f.title
 
 
-@pytest.mark.parametrize("line,variable", [
-    ("./app: error while loading shared libraries: libc10.so: cannot open shared object file: No such file or directory",
-     "LD_LIBRARY_PATH"),
-    ("dyld[9]: Library not loaded: @rpath/libc10.dylib", "DYLD_LIBRARY_PATH"),
-    ("The code execution cannot proceed because c10.dll was not found.", "PATH"),
-])
-def test_loader_fix_uses_the_logs_platform_variable(tmp_path, line, variable):
+def test_loader_fix_for_a_log_of_this_platform_uses_this_machines_libtorch(tmp_path):
+    line = "./app: error while loading shared libraries: libc10.so: cannot open shared object file: No such file or directory"
     f = one(line, make_install(tmp_path))
-    assert f"{variable}=" in f.fix and f"{ROOT}/lib" in f.fix
+    assert "LD_LIBRARY_PATH=" in f.fix and f"{ROOT}/lib" in f.fix
+
+
+@pytest.mark.parametrize("line,wanted", [
+    ("dyld[9]: Library not loaded: @rpath/libc10.dylib", ("install_name_tool -add_rpath", "DYLD_LIBRARY_PATH", "SIP")),
+    ("The code execution cannot proceed because c10.dll was not found.",
+     ("$env:PATH = '<libtorch>\\lib;' + $env:PATH", 'set "PATH=<libtorch>\\lib;%PATH%"')),
+])
+def test_loader_fix_for_a_log_of_another_platform_speaks_that_platform(tmp_path, line, wanted):
+    """Issue 14: a macOS or Windows log read on Linux gets that platform's fix, never this machine's paths."""
+    f = one(line, make_install(tmp_path))
+    assert all(w in f.fix for w in wanted) and f"{ROOT}/lib" not in f.fix
 
 
 def test_loader_for_the_driver_library_is_about_the_driver(tmp_path):
@@ -142,8 +157,8 @@ def test_arch_on_apple_silicon_points_at_the_arm64_zip():
 
 
 def test_arch_on_aarch64_linux_points_at_the_wheel(tmp_path):
-    facts = make_install(tmp_path, machine="x86_64")
-    facts.machine = "aarch64"
+    host, facts = make_install(tmp_path, machine="x86_64")
+    facts = (host, dataclasses.replace(facts, machine="aarch64"))
     f = one("/usr/bin/ld: skipping incompatible /opt/libtorch/lib/libtorch_cpu.so when searching for -ltorch_cpu", facts)
     assert "no aarch64 Linux libtorch zip" in f.fix
     assert "is an x86_64 build; this machine is aarch64" in f.detail
@@ -157,19 +172,24 @@ def test_driver_too_old_names_the_floor_and_the_variant_it_can_run(tmp_path):
     assert "torch 2.13.0 has no build for CUDA 11.x" in f.fix
     g = one("RuntimeError: The NVIDIA driver on your system is too old (found version 12040).",
             make_install(tmp_path / "b", variant="cu130"))
-    assert "--variant cu126 --version 2.13.0" in g.fix and "≥ 580" in g.fix
+    assert "--version 2.13.0 --variant cu126" in g.fix and "≥ 580" in g.fix
 
 
 @pytest.mark.parametrize("sm,variant", [("sm_120", "cu130"), ("sm_61", "cu126")])
 def test_arch_unsupported_names_a_variant_with_kernels_for_the_gpu(tmp_path, sm, variant):
     line = f"NVIDIA Some GPU with CUDA capability {sm} is not compatible with the current PyTorch installation."
     f = one(line, make_install(tmp_path, variant="cu126" if sm == "sm_120" else "cu130"))
-    assert f"--variant {variant} --version 2.13.0" in f.fix
+    assert f"--version 2.13.0 --variant {variant}" in f.fix
 
 
 def test_not_compiled_on_a_cpu_build_says_fetch_cuda(tmp_path):
     f = one("AssertionError: Torch not compiled with CUDA enabled", make_install(tmp_path))
-    assert "indeed a CPU build" in f.detail and "--variant cu" in f.fix
+    assert "indeed a CPU build" in f.detail and "--version 2.13.0 --variant auto && eval" in f.fix
+    # the variants named are the catalog's, not a hard-coded one
+    from doctor.catalog.recommend import published_variants
+
+    cuda = [v for v in published_variants("2.13.0") if v.startswith("cu")]
+    assert cuda and f"published for 2.13.0: {', '.join(sorted(cuda, key=lambda v: int(v[2:])))}" in f.fix
 
 
 def test_no_cuda_backend_on_a_cuda_build_is_the_dropped_libtorch_cuda(tmp_path):
@@ -213,3 +233,16 @@ def test_cmake_names_the_prefix(tmp_path):
 def test_every_finding_carries_the_active_libtorch_as_evidence(tmp_path):
     f = one(OLD_ABI_LINK, make_install(tmp_path))
     assert any(e.kind == "derived" and ROOT in e.excerpt for e in f.evidence)
+
+
+def test_glibc_advice_names_the_series_the_catalog_says_runs_here(tmp_path):
+    from doctor.catalog.releases import glibc_needed, newest_series_for_glibc
+
+    text = ("./app: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.28' not found "
+            "(required by /opt/libtorch/lib/libtorch_cpu.so)")
+    f = one(text, make_install(tmp_path, glibc="2.27"))
+    assert f"libtorch 2.13 needs glibc {glibc_needed('2.13.0')}" in f.fix
+    assert f"use libtorch {newest_series_for_glibc('2.27')} or older, which runs on this glibc 2.27" in f.fix
+    # without facts: no claim about this machine's glibc
+    bare = one(text)
+    assert "this glibc" not in bare.fix and "this system has glibc" not in bare.detail

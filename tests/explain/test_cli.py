@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from support import doctor_subprocess
+from testsupport.support import doctor_subprocess
 
 from doctor.cli import main
 

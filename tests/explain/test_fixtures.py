@@ -59,7 +59,9 @@ def test_each_log_yields_exactly_its_ids(entry):
 
 @pytest.fixture(scope="module")
 def this_machine() -> MachineFacts:
-    return MachineFacts.detect(Host.from_system())
+    from doctor.explain_machine import detect
+
+    return detect(Host.from_system())
 
 
 def test_this_machines_facts_change_advice_never_the_diagnosis(this_machine):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from doctor.buildcheck import PROGRAMS, build_check
-from doctor.explain import MachineFacts, explain_text
+from doctor.explain_machine import explain_on, machine_facts
 from doctor.host import Host
 
 CLEAN = ("LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "CPLUS_INCLUDE_PATH", "CXX", "CXXFLAGS", "LDFLAGS",
@@ -37,13 +37,29 @@ def gxx() -> str:
     return path
 
 
+class Machine:
+    """This machine as `doctor explain` sees it: the Host, the active libtorch install, its plain facts."""
+
+    def __init__(self, host: Host):
+        from doctor.probe.libtorch import detect_libtorch
+        from doctor.probe.python_torch import detect_python_torch
+
+        self.host = host
+        self.install = detect_libtorch(host, detect_python_torch(host)).active_install
+        self.facts = machine_facts(host, self.install)
+
+
+def explain_text(text: str, machine: Machine):
+    return explain_on(machine.host, text, machine.facts)
+
+
 @pytest.fixture(scope="module")
-def facts(wheel_root) -> MachineFacts:
+def facts(wheel_root) -> Machine:
     host = Host.from_system()
     host.env = clean_env()
-    found = MachineFacts.detect(host)
-    assert found.install is not None and Path(found.install.root) == wheel_root, "the wheel should be the active libtorch"
-    assert found.install.abi == "cxx11"
+    found = Machine(host)
+    assert found.facts.install is not None and Path(found.facts.install.root) == wheel_root, "the wheel should be the active libtorch"
+    assert found.facts.install.abi == "cxx11"
     return found
 
 

@@ -1,9 +1,10 @@
-"""Fixtures for the fetch tests: a scriptable local HTTP server."""
+"""Fixtures for the fetch tests: a scriptable local HTTP server, a fake machine (`--auto`)."""
 
 from __future__ import annotations
 
 import pytest
-from fetch_helpers import Server
+from testsupport.fetch_helpers import Server
+from testsupport.gpu_fakes import machine  # noqa: F401  (pytest fixture)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from fetch_helpers import REPO, doctor_env, libtorch_zip, run_doctor
+from testsupport.fetch_helpers import REPO, doctor_env, libtorch_zip, run_doctor
 
 GET_DEPS = REPO / "scripts/get-deps.sh"
 
@@ -31,6 +31,17 @@ def test_dry_run_json(tmp_path):
     plan = json.loads(r.stdout)["plan"]
     assert plan["url"] == "https://download.pytorch.org/libtorch/cpu/libtorch-macos-arm64-2.13.0.zip"
     assert plan["abi"] is None and plan["platform"] == "macos-arm64"
+
+
+def test_get_deps_c_uses_hasktorchs_ci_mirror_like_the_original(tmp_path):
+    r = get_deps("-c", "--", "--dry-run", env={"LIBTORCH_HOME": "/c"}, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert ("https://github.com/hasktorch/libtorch-binary-for-ci/releases/download/2.9.1/"
+            "cpu-libtorch-shared-with-deps-latest.zip") in r.stdout and "/c/2.9.1/linux-x86_64/cpu" in r.stdout
+    r = get_deps("-c", "-a", "cu128", "--", "--dry-run", env={"LIBTORCH_VERSION": "2.8.0"}, cwd=tmp_path)
+    assert r.returncode == 0 and "/2.8.0/cu128-libtorch-shared-with-deps-latest.zip" in r.stdout, r.stderr
+    r = get_deps("-n", "-c", "-a", "cpu", "--", "--dry-run", cwd=tmp_path)  # -n wins, as in Hasktorch's script
+    assert "libtorch/nightly/cpu/libtorch-shared-with-deps-latest.zip" in r.stdout
 
 
 @pytest.mark.parametrize("argv, code, message", [
@@ -80,7 +91,7 @@ def test_get_deps_is_shellcheck_clean():
 
 def test_get_deps_help_and_flags(tmp_path):
     r = get_deps("-h")
-    assert r.returncode == 0 and "-a ARCH" in r.stdout and "-n" in r.stdout and "-s" in r.stdout
+    assert r.returncode == 0 and "-a ARCH" in r.stdout and all(f"  -{o} " in r.stdout for o in "ncsh")
     r = get_deps("-a", "cu130", "--", "--dry-run", "--version", "2.13.0", env={"LIBTORCH_HOME": "/c"}, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "/cu130/libtorch-shared-with-deps-2.13.0%2Bcu130.zip" in r.stdout and "/c/2.13.0/linux-x86_64/cu130" in r.stdout
@@ -92,7 +103,7 @@ def test_get_deps_help_and_flags(tmp_path):
 
 @pytest.mark.parametrize("argv, code, message", [
     (["-x"], 2, "unknown option -x"),
-    (["-c"], 2, "unknown option -c"),  # the old CI-binary flag: not silently ignored
+    (["-c", "-a", "rocm6.4"], 2, "Hasktorch's CI mirror has cpu and cuXYZ builds"),
     (["-a"], 2, "option -a needs a value"),
     (["-a", "--", "--dry-run"], 2, "option -a needs a value"),
     (["-a", "cuda11"], 2, "'cuda11' is not a libtorch variant"),

@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from fetch_helpers import libtorch_zip, nix_hash_sri, set_raw_external_attr, tree_listing, zinfo
+from testsupport.fetch_helpers import libtorch_zip, nix_hash_sri, set_raw_external_attr, tree_listing, zinfo
 
 from doctor.fetch.extract import BadArchive, UnsafeArchive, extract_zip
 from doctor.fetch.extract import nar_hash_zip

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from fetch_helpers import DoctorMain, doctor_env, libtorch_zip, nix_hash_sri, run_doctor, tree_listing
+from testsupport.fetch_helpers import DoctorMain, doctor_env, libtorch_zip, nix_hash_sri, run_doctor, tree_listing
 
 from doctor.fetch.record import read_install_record
 

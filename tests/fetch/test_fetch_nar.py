@@ -8,7 +8,7 @@ import subprocess
 import zipfile
 from pathlib import Path
 
-from fetch_helpers import libtorch_zip, nix_hash_sri
+from testsupport.fetch_helpers import libtorch_zip, nix_hash_sri
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

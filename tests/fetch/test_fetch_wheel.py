@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from fetch_helpers import doctor_env, run_doctor, zinfo
+from testsupport.fetch_helpers import doctor_env, run_doctor, zinfo
 
 from doctor.fetch import wheel
 from doctor.fetch.record import read_install_record

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import doctor_subprocess, make_tree
+from testsupport.support import doctor_subprocess, make_tree
 
 from doctor.check import build_areas, gather_facts, run_check
 from doctor.host import Host
@@ -71,7 +71,7 @@ def test_check_fifo_version_file_and_pyproject_do_not_hang(tmp_path, abi_libs):
     assert [s.file for s in install.version_sources] == ["version.h", "TorchConfigVersion.cmake"]
     assert host.read_text("/work/pyproject.toml") is None
     from doctor.errors import UsageError
-    from doctor.policy import load_policy
+    from doctor.check import load_policy
 
     with pytest.raises(UsageError, match="not a regular file"):
         load_policy(host)

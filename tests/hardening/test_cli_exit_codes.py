@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import REPO, doctor_subprocess
+from testsupport.support import REPO, doctor_subprocess
 
 
 def _env(**extra: str) -> dict[str, str]:

@@ -8,7 +8,7 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import doctor_subprocess
+from testsupport.support import doctor_subprocess
 
 from doctor.cli import main
 

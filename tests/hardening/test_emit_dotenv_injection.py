@@ -20,7 +20,7 @@ import pytest
 from dotenv import dotenv_values
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import REPO, make_tree
+from testsupport.support import REPO, make_tree
 
 from doctor.errors import DoctorError
 from doctor.quoting import dotenv_line

@@ -14,7 +14,10 @@ import subprocess
 import pytest
 
 from doctor.diagnose.loader import loader_area
-from doctor.explain import MachineFacts, explain_text
+import dataclasses
+
+from doctor.explain import MachineFacts, find, findings, lookups
+from doctor.explain_machine import libtorch_facts
 from doctor.probe.libtorch import LibtorchInstall
 from doctor.probe.loader import LibraryView, LoaderFacts, Resolution
 
@@ -45,10 +48,17 @@ def exports(fix: str) -> list[str]:
             if part.strip().startswith("export ")]
 
 
+def explain_all_present(log: str, install: LibtorchInstall):
+    """The one finding of `log`, every file the advice looks for present (as the command layer would say)."""
+    facts = MachineFacts(install=libtorch_facts(install))
+    matches = find(log)
+    paths = frozenset(p for m in matches for p in lookups(m, facts))
+    (finding,) = findings(matches, dataclasses.replace(facts, looked=paths, present=paths))
+    return finding
+
+
 def explain_fixes(tmp_path, log: str) -> str:
-    facts = MachineFacts(install=install_at(root_in(tmp_path)), exists=lambda path: True)
-    (finding,) = explain_text(log, facts)
-    return finding.fix
+    return explain_all_present(log, install_at(root_in(tmp_path))).fix
 
 
 LOGS = {
@@ -99,9 +109,7 @@ def test_check_loader_fix_sets_the_exact_path_and_runs_nothing(tmp_path, shell):
 
 
 def test_plain_paths_stay_readable_and_colon_paths_get_advice_not_a_broken_export():
-    facts = MachineFacts(install=install_at("/opt/libtorch"), exists=lambda path: True)
-    (finding,) = explain_text(LOGS["loader"], facts)
+    finding = explain_all_present(LOGS["loader"], install_at("/opt/libtorch"))
     assert 'export LD_LIBRARY_PATH="/opt/libtorch/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"' in finding.fix
-    facts = MachineFacts(install=install_at("/opt/a:b/libtorch"), exists=lambda path: True)
-    (finding,) = explain_text(LOGS["loader"], facts)
+    finding = explain_all_present(LOGS["loader"], install_at("/opt/a:b/libtorch"))
     assert "export LD_LIBRARY_PATH" not in finding.fix and "to a path without ':'" in finding.fix

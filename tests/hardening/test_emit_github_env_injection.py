@@ -3,7 +3,7 @@ the doctor merges) ends `NAME=value` and sets a variable of the attacker's choos
 LD_PRELOAD or NODE_OPTIONS, for every later step of the job. Also: $GITHUB_ENV or -o that cannot
 be written is a message (exit 1), not a traceback.
 
-The files are read back by a line-for-line port of the runner's reader (tests/ci/gha_runner.py).
+The files are read back by a line-for-line port of the runner's reader (tests/testsupport/gha_runner.py).
 """
 
 from __future__ import annotations
@@ -16,13 +16,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import REPO, make_tree
+from testsupport.support import REPO, make_tree
 
 from doctor.errors import DoctorError
 from doctor.quoting import github_env_block, github_path_line
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ci"))
-from gha_runner import parse_env_file  # noqa: E402
+from testsupport.gha_runner import parse_env_file
 
 
 def run_doctor(tmp_path, *args, **env):

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import REPO, make_tree
+from testsupport.support import REPO, make_tree
 
 # ESC (a whole colour sequence, which click would strip from text output), other control bytes,
 # shell syntax that must stay text, both quotes, a backslash before the closing quote, a newline,

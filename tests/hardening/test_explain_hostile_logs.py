@@ -19,7 +19,7 @@ from re import _parser as sre_parse
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import REPO, doctor_subprocess
+from testsupport.support import REPO, doctor_subprocess
 
 from doctor.explain.engine import MAX_LINE, explain_text, normalise, scan
 from doctor.explain.patterns import TABLE

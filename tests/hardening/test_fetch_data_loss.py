@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fetch_hardening_support import base_args, doctor, serve, server, tree_listing  # noqa: F401
+from testsupport.fetch_hardening_support import base_args, doctor, serve, server, tree_listing  # noqa: F401
 
 
 def libtorch_files(root: Path) -> None:

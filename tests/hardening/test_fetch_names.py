@@ -7,7 +7,7 @@ import json
 import zipfile
 
 import pytest
-from fetch_hardening_support import doctor, hermetic_env, libtorch_zip, server, zinfo  # noqa: F401
+from testsupport.fetch_hardening_support import doctor, hermetic_env, libtorch_zip, server, zinfo  # noqa: F401
 
 from doctor.fetch.names import is_safe_component, safe_component
 

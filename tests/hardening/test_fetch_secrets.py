@@ -10,7 +10,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from fetch_hardening_support import NAME, doctor, hermetic_env, libtorch_zip, server  # noqa: F401
+from testsupport.fetch_hardening_support import NAME, doctor, hermetic_env, libtorch_zip, server  # noqa: F401
 
 from doctor.fetch.names import redact_url
 

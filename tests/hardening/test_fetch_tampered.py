@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from fetch_hardening_support import base_args, doctor, libtorch_zip, serve, server  # noqa: F401
+from testsupport.fetch_hardening_support import base_args, doctor, libtorch_zip, serve, server  # noqa: F401
 
 from doctor.errors import DoctorError
 from doctor.fetch.record import write_new_file

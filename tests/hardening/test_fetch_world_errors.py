@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from fetch_hardening_support import (NAME, base_args, doctor, hermetic_env, libtorch_zip, remount_ro, serve,  # noqa: F401
+from testsupport.fetch_hardening_support import (NAME, base_args, doctor, hermetic_env, libtorch_zip, remount_ro, serve,  # noqa: F401
                                      server, tmpfs, tree_listing, zinfo)
 
 from doctor.fetch.fsops import rmtree

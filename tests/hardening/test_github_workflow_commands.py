@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 
 from doctor.model import Area, Evidence, Finding, Level, Report
+from doctor.commands._output import write_step_summary
+from doctor.host import Host
 from doctor.render import github
 
 REGISTERED = {"add-mask", "add-path", "set-env", "set-output", "save-state", "error", "warning", "notice", "debug",
@@ -98,7 +100,9 @@ def hostile_report() -> Report:
 
 
 def test_outside_text_becomes_no_command_and_annotations_carry_it_exactly(tmp_path):
-    out = github.render(hostile_report(), verbose=2, env={"GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")})
+    report = hostile_report()
+    out = github.render(report, verbose=2)
+    assert write_step_summary(Host(env={"GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")}), report, 2) == ""
     commands = obeyed(out)
     names = [c[0] for c in commands]
     token = commands[0][2]
@@ -116,7 +120,7 @@ def test_outside_text_becomes_no_command_and_annotations_carry_it_exactly(tmp_pa
 def test_a_full_step_summary_stays_under_githubs_limit(tmp_path):
     path = tmp_path / "summary.md"
     path.write_text("x" * (github.SUMMARY_LIMIT - 300))
-    github.render(hostile_report(), verbose=2, env={"GITHUB_STEP_SUMMARY": str(path)})
+    assert write_step_summary(Host(env={"GITHUB_STEP_SUMMARY": str(path)}), hostile_report(), 2) == ""
     text = path.read_text()
     assert len(text.encode()) <= github.SUMMARY_LIMIT and "128 KiB" in text
 

@@ -8,7 +8,7 @@ import pytest
 
 from doctor.model import Level
 from doctor.workload.bench import compiled_area, gemm_area, verdict_fractions
-from support import doctor_subprocess
+from testsupport.support import doctor_subprocess
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from doctor.commands.smoke import command as smoke
 from doctor.model import Level
 from doctor.workload.smoke import area_for, oversubscribed, run_device
-from support import doctor_subprocess
+from testsupport.support import doctor_subprocess
 
 
 def test_cpu_trains():

@@ -7,6 +7,7 @@ except the one to hide. Nothing is monkeypatched.
 
 from __future__ import annotations
 
+import json
 import os
 import site
 import subprocess
@@ -45,7 +46,12 @@ def test_without_torch_the_command_says_how_to_install_it(tmp_path, command):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"`doctor {command[0]}` needs torch, which is not installed" in proc.stderr
     assert "pip install 'torch-doctor[torch]'" in proc.stderr
-    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert "Traceback" not in proc.stderr
+    if "--json" in command:  # machine output is the error envelope (docs/json-schema.md)
+        error = json.loads(proc.stdout)["error"]
+        assert error["id"] == "usage.missing-dependency" and "needs torch" in error["message"]
+    else:
+        assert proc.stdout == ""
 
 
 def test_without_matplotlib_plot_says_which_extra(tmp_path):

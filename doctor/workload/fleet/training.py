@@ -18,7 +18,6 @@ SIZES = [8, 16, 4]
 PER_RANK = 32
 STEPS = 30
 LR = 0.5
-GRAD_TOLERANCE = 1e-4  # float32 sums in another order
 
 
 def data_parallel_smoke(torch: Any, group: Any = None, device: str = "cpu", steps: int = STEPS) -> dict[str, Any]:
@@ -73,18 +72,4 @@ def data_parallel_smoke(torch: Any, group: Any = None, device: str = "cpu", step
     except Exception as exc:
         out["error"] = first_line(exc)
     out["seconds"] = round(time.perf_counter() - start, 3)
-    return out
-
-
-def problems(result: dict[str, Any]) -> list[str]:
-    """What is wrong with a data_parallel_smoke result (pure)."""
-    if result.get("error"):
-        return [result["error"]]
-    out = []
-    if result["grad_error"] is None or not result["grad_error"] <= GRAD_TOLERANCE:
-        out.append(f"the all_reduce-averaged gradient differs from the full-batch gradient by {result['grad_error']:.3g}")
-    if result["param_spread"] is None or result["param_spread"] != 0.0:
-        out.append(f"the ranks' parameters diverged (max spread {result['param_spread']:.3g})")
-    if not (result["last_loss"] is not None and result["last_loss"] < result["first_loss"]):
-        out.append(f"the loss did not fall: {result['first_loss']:.4f} → {result['last_loss']:.4f}")
     return out

@@ -1,0 +1,150 @@
+"""The fix builders `check` (doctor/diagnose/*) and `explain` share: one wording per remedy,
+every path quoted for the shell it is pasted into (doctor/quoting.py), every version or variant
+fact taken from the catalog. Pure: text in, text out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from doctor.catalog.platforms import loader_variable
+from doctor.catalog.releases import ABI_DEFINE, PRE_CXX11_LAST, has_pre_cxx11
+from doctor.catalog.toolkit import compilers_for as _compilers_for
+from doctor.quoting import sh_paste, sh_prepend
+
+SETENV = 'eval "$(doctor emit setenv)"'
+FETCH = f"doctor fetch-libtorch && {SETENV}"
+ABI_FLAG = ABI_DEFINE
+
+
+def fetch(version: str | None = None, variant: str | None = None, *, from_wheel: bool = False) -> str:
+    """The `doctor fetch-libtorch` command line for this variant of this version."""
+    words = ["doctor fetch-libtorch"]
+    if version:
+        words.append(f"--version {sh_paste(version)}")
+    if variant:
+        words.append(f"--variant {sh_paste(variant)}")
+    if from_wheel:
+        words.append("--from-wheel")
+    return " ".join(words)
+
+
+TORCH_INDEX = "https://download.pytorch.org/whl"
+
+
+def pip_torch(version: str | None = None, variant: str | None = None, *, force: bool = False) -> str:
+    """The pip command for the torch wheel of this variant of this version, from PyTorch's index."""
+    words = ["pip install"] + (["--force-reinstall"] if force else [])
+    words.append(f"torch=={sh_paste(version)}" if version else "torch")
+    if variant:
+        words.append(f"--index-url {TORCH_INDEX}/{sh_paste(variant)}")
+    return " ".join(words)
+
+
+def fetch_and_setenv(version: str | None = None, variant: str | None = None) -> str:
+    return f"{fetch(version, variant)} && {SETENV}"
+
+
+def prepend_path(variable: str, dirs: Sequence[str], system: str = "Linux") -> str:
+    """Put `dirs` first on a path-list variable, as a line to paste into the shell of `system`."""
+    if system == "Windows":
+        return f'set "{variable}={";".join(dirs)};%{variable}%"'
+    return sh_prepend(variable, list(dirs))
+
+
+def loader_path(lib_dir: str, system: str = "Linux") -> str:
+    """Let the dynamic loader find the libraries in `lib_dir` (LD_LIBRARY_PATH, DYLD_LIBRARY_PATH, PATH)."""
+    return prepend_path(loader_variable(system), [lib_dir], system)
+
+
+def rpath_flag(lib_dir: str) -> str:
+    return sh_paste("-Wl,-rpath," + lib_dir)
+
+
+def run_time_path(lib_dir: str, system: str = "Linux", variable: str | None = None) -> str:
+    """The loader path, or an rpath, or the emitted environment."""
+    first = prepend_path(variable or loader_variable(system), [lib_dir], system)
+    return f"{first}   (or: {SETENV}, or link with {rpath_flag(lib_dir)})"
+
+
+def link_dir(lib_dir: str, system: str = "Linux") -> str:
+    """Let the linker find the libraries in `lib_dir` (-L, LIBRARY_PATH, cabal, setup.py)."""
+    if system == "Windows":
+        return f'{prepend_path("LIB", [lib_dir], "Windows")}   (or /LIBPATH:"{lib_dir}")'
+    return (f"{sh_prepend('LIBRARY_PATH', [lib_dir])}\n(or {sh_paste('-L' + lib_dir)}; "
+            f"cabal: {sh_paste('--extra-lib-dirs=' + lib_dir)}; setup.py: LDFLAGS={sh_paste('-L' + lib_dir)}; or {SETENV})")
+
+
+def include_dirs(dirs: Sequence[str]) -> str:
+    """Put libtorch's include dirs (both of them) on the compiler's search path."""
+    cabal = " ".join(sh_paste(f"--extra-include-dirs={d}") for d in dirs)
+    return (f"{sh_prepend('CPLUS_INCLUDE_PATH', list(dirs))}\n"
+            f"(or {' '.join(sh_paste('-I' + d) for d in dirs)}; cabal: {cabal}; or {SETENV})")
+
+
+def abi_define(abi: str) -> str:
+    """"cxx11" → -D_GLIBCXX_USE_CXX11_ABI=1."""
+    return f"-D_GLIBCXX_USE_CXX11_ABI={ABI_FLAG[abi]}"
+
+
+def build_with_abi(abi: str) -> str:
+    """Compile the program with libtorch's std::string ABI."""
+    value = ABI_FLAG[abi]
+    return (f"compile with {abi_define(abi)} (CMake: add ${{TORCH_CXX_FLAGS}} or link the Torch target; "
+            f"tch-rs: LIBTORCH_CXX11_ABI={value})")
+
+
+def other_abi_build(version: str | None, abi: str) -> str | None:
+    """Fetch the build of the program's ABI instead, where the catalog says one was published."""
+    if not version or not has_pre_cxx11(version):
+        return None
+    return f"or fetch the {abi} build of libtorch {version} (published up to {PRE_CXX11_LAST})"
+
+
+def compilers_for(need: int) -> str:
+    """"g++ ≥ 11 or clang++ ≥ 14" for C++20, from the catalog; "" for a standard it does not list."""
+    pair = _compilers_for(need)
+    return f"g++ ≥ {pair[0]} or clang++ ≥ {pair[1]}" if pair else ""
+
+
+def cxx_standard(need: int) -> str:
+    compilers = compilers_for(need)
+    return (f"compile with -std=c++{need} (CMake: set(CMAKE_CXX_STANDARD {need}); MSVC: /std:c++{need}"
+            + (f"; a compiler that supports it: {compilers}" if compilers else "") + ")")
+
+
+def newer_compiler(need: int) -> str:
+    compilers = compilers_for(need)
+    return ("install a newer compiler" + (f" ({compilers} for C++{need})" if compilers else "")
+            + f" and build with -std=c++{need}")
+
+
+def link_no_as_needed() -> str:
+    """Keep libtorch_cuda linked although no symbol of it is referenced directly."""
+    return ("link with -Wl,--no-as-needed -ltorch_cuda -Wl,--as-needed (CMake: target_link_libraries(app "
+            "\"${TORCH_LIBRARIES}\")); check with: ldd <binary> | grep torch_cuda")
+
+
+def driver_upgrade(floor: str | None = None) -> str:
+    if floor:
+        return f"upgrade the NVIDIA driver to ≥ {floor}"
+    return "upgrade the NVIDIA driver (nvidia-smi shows the CUDA version it supports)"
+
+
+def no_device() -> str:
+    """No NVIDIA GPU can be used: the driver, the container, or a CPU-only machine."""
+    return ("install/load the NVIDIA driver until nvidia-smi works; in Docker: docker run --gpus all "
+            "(NVIDIA Container Toolkit); on a CPU-only machine use the CPU device")
+
+
+def unhide_gpus() -> str:
+    return "unset CUDA_VISIBLE_DEVICES (or list existing GPU indices, from 0)"
+
+
+def newer_libstdcxx() -> str:
+    return "install a newer libstdc++ (a newer gcc / libstdc++6 package, or conda's libstdcxx-ng)"
+
+
+def conda_libstdcxx(lib: str) -> str:
+    return (f"the conda environment's libstdc++ ({sh_paste(lib)}) is too old: conda install -c conda-forge "
+            "'libstdcxx-ng>=13' (or put the system's newer libstdc++ first: "
+            "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6)")

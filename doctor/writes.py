@@ -1,0 +1,215 @@
+"""The write side of the door to the outside world (Host's sibling; Host exposes it with its
+root mapping, see `Host.write_atomic`, `Host.append`, `Host.create_new`, `Host.mkdirs`).
+
+The functions here take real paths (already mapped) and raise OSError; `os_error` is the one
+translation of an OSError into a DoctorError whose message says what failed where and whose
+hint names the path and what to do. Every writer of the doctor comes through here: emitted
+files (`emit -o`), appends to $GITHUB_ENV / $GITHUB_PATH / $GITHUB_STEP_SUMMARY, the fetch lock
+file, the install record and marker, the crash report, the build probe's source.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from doctor.errors import DoctorError
+
+# O_NOFOLLOW / O_CLOEXEC are absent on Windows: there the flags are simply not set.
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+# errno -> why, as a hint naming the path ({where}); the caller's `instead` follows.
+_WHY = {
+    errno.ENOSPC: "the disk holding {where} (or its inodes) is full: free some space",
+    errno.EDQUOT: "the disk quota for {where} is exhausted: free some space",
+    errno.EROFS: "{where} is on a read-only file system",
+    errno.EACCES: "no permission to write {where}: fix the permissions of its folder",
+    errno.EPERM: "no permission to write {where}",
+    errno.ENAMETOOLONG: "a file name in {where} is too long for the file system: choose a shorter path",
+    errno.ENOTDIR: "a part of {where} is a file, not a directory",
+    errno.EEXIST: "something is already at {where}",
+    errno.ELOOP: "{where} is a symlink loop, or a symlink where a real file or folder was expected",
+    errno.EISDIR: "{where} is a directory",
+    errno.ENOENT: "a folder on the way to {where} does not exist",
+}
+
+
+def os_error(exc: OSError, doing: str, where: str | os.PathLike[str] | None = None, instead: str = "") -> DoctorError:
+    """`exc` as a DoctorError: `cannot <doing> <where>: <why>`, and a hint naming the path with
+    what to do about it (`instead`: the caller's way out, e.g. "choose another --dest")."""
+    where = where if where is not None else exc.filename
+    why = exc.strerror or str(exc)
+    shown = str(where) if where is not None else "that path"
+    hint = _WHY.get(exc.errno or 0, "check {where}").format(where=shown)
+    if instead:
+        hint = f"{hint}; {instead}"
+    place = f" {where}" if where is not None else ""
+    return DoctorError(f"cannot {doing}{place}: {why}", hint, error_id=f"io.{_errno_name(exc)}")
+
+
+def _errno_name(exc: OSError) -> str:
+    name = errno.errorcode.get(exc.errno or 0, "")
+    return name.lower() if name else "error"
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def mkdirs(path: Path) -> None:
+    """`path` and its parents (nothing when it exists). A file on the way is ENOTDIR, not the
+    EEXIST makedirs gives, so the message says what is wrong."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except FileExistsError as exc:
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), exc.filename or str(path)) from exc
+
+
+def atomic_write(path: Path, data: bytes, mode: int = 0o644, follow: bool = False) -> None:
+    """Replace `path` with `data` in one step: a temp file in the same folder, fsync, os.replace.
+
+    A reader sees the old file or the new one, never half; a crash leaves at most a stray
+    `.name.*.tmp`. The final name is replaced, never written through: a symlink there is
+    replaced by the file unless `follow` (a path the user named, as `> file` follows it), when
+    the file it points to is replaced instead. A directory there is an error (EISDIR)."""
+    path = Path(path)
+    if follow:
+        path = Path(os.path.realpath(path))
+    if os.path.isdir(path) and not os.path.islink(path):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    try:  # a file being replaced keeps its permissions (a setenv.sh made 0600 stays private)
+        st = os.lstat(path)
+        if stat.S_ISREG(st.st_mode):
+            mode = stat.S_IMODE(st.st_mode)
+    except OSError:
+        pass
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        try:
+            _write_all(fd, data)
+            if hasattr(os, "fchmod"):  # mkstemp made it 0600; give it the mode a new file gets
+                os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make the rename itself durable (POSIX); a folder that cannot be opened is no error."""
+    if os.name != "posix":
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY | CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def rename_over(src: Path, dst: Path) -> None:
+    """Move `src` to `dst` in one step, replacing a file there (never following a link at
+    `dst`: the link itself would be replaced; callers refuse links first)."""
+    os.replace(src, dst)
+
+
+def create_new(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Create `path` holding `data`: never over an existing file (FileExistsError), never through
+    a symlink at the final name (O_EXCL | O_NOFOLLOW: a link there is 'exists' too)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | CLOEXEC, mode)
+    try:
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
+def append(path: Path, data: bytes) -> None:
+    """Append `data` to the regular file `path` (created when missing), opened with O_APPEND as
+    the GitHub runner's command files expect. A FIFO or device there is refused (an OSError,
+    EINVAL) rather than blocked on."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NONBLOCK | CLOEXEC, 0o644)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
+def file_size(path: Path) -> int:
+    """Size of the regular file `path`, 0 when absent or not a regular file."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return 0
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0
+
+
+def rmtree(path: str | os.PathLike[str]) -> None:
+    """Remove `path` (a tree, file or symlink) without recursion; errors are ignored, like
+    cleaning up a staging tree should be (what is left is removed by the next fetch)."""
+    top = os.fsencode(path)
+    if not os.path.lexists(top):
+        return
+    try:
+        st = os.lstat(top)
+    except OSError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        _quiet(os.unlink, top)
+        return
+    # Depth-first with an explicit stack: a directory is removed after its children.
+    stack: list[tuple[bytes, bool]] = [(top, False)]
+    while stack:
+        d, listed = stack.pop()
+        if listed:
+            _quiet(os.rmdir, d)
+            continue
+        _quiet(os.chmod, d, 0o700)  # archives may hold read-only directories
+        stack.append((d, True))
+        try:
+            with os.scandir(d) as it:
+                children = list(it)
+        except OSError:
+            continue
+        for child in children:
+            try:
+                is_dir = child.is_dir(follow_symlinks=False)
+            except OSError:
+                is_dir = False
+            if is_dir:
+                stack.append((child.path, False))
+            else:
+                _quiet(os.unlink, child.path)
+
+
+def _quiet(fn, *args) -> None:
+    try:
+        fn(*args)
+    except OSError:
+        pass
+
+
+def _quiet(fn, *args) -> None:
+    try:
+        fn(*args)
+    except OSError:
+        pass

@@ -1,0 +1,125 @@
+"""The check command end to end: against the real torch wheel, and exit codes as a user sees them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+from testsupport.support import doctor_subprocess
+
+from doctor.cli import cli
+
+TORCH_SAYS = (
+    "import json, torch; print(json.dumps({'version': torch.__version__, 'cuda': torch.version.cuda,"
+    " 'abi': bool(torch._C._GLIBCXX_USE_CXX11_ABI)}))"
+)
+
+
+@pytest.fixture(scope="module")
+def report() -> dict:
+    result = doctor_subprocess("check", "--json")
+    assert result.returncode in (0, 1), result.stderr
+    return json.loads(result.stdout)
+
+
+def test_json_agrees_with_torch_itself(report, wheel_root):
+    torch_says = json.loads(subprocess.run([sys.executable, "-c", TORCH_SAYS], capture_output=True, text=True, check=True).stdout)
+    python = report["facts"]["python_torch"]
+    assert python["version"] == torch_says["version"] == "2.13.0+cpu"
+    assert python["cuda"] is torch_says["cuda"] is None
+    lt = report["facts"]["libtorch"]
+    active = lt["candidates"][lt["active"]]
+    assert active["root"] == str(wheel_root) and "python" in active["origins"]
+    assert active["version"] == "2.13.0" and active["variant"] == "cpu"
+    assert active["abi"] == ("cxx11" if torch_says["abi"] else "pre-cxx11")
+    assert active["abi_source"] == "libc10 symbols"
+    assert any(e["kind"] == "elf" and e["source"].endswith("libc10.so") for e in active["evidence"])
+    assert active["cxx_standard"] == 20 and active["cxx_standard_source"] == "TorchConfig.cmake"
+
+
+def test_json_has_loader_toolchain_and_schema(report):
+    assert report["schema"] == "torch-doctor/report" and report["schema_version"] == 2
+    names = [lib["library"] for lib in report["facts"]["loader"]["libraries"]]
+    assert names[:3] == ["libc10.so", "libtorch.so", "libtorch_cpu.so"]
+    gxx = next(c for c in report["facts"]["toolchain"]["compilers"] if c["name"] == "g++")
+    assert gxx["max_std"] >= 20 and gxx["version"]
+    assert {a["name"] for a in report["areas"]} >= {"system", "python_torch", "libtorch", "loader", "toolchain"}
+    for finding in report["findings"]:
+        assert set(finding) >= {"id", "level", "title", "fix", "evidence"}
+
+
+def test_libtorch_nonexistent_exits_1_naming_it():
+    result = doctor_subprocess("check", env={"LIBTORCH": "/nonexistent"})
+    assert result.returncode == 1
+    assert "LIBTORCH=/nonexistent does not exist" in result.stdout
+    assert "unset LIBTORCH" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "requirement, code",
+    [("libtorch>=3", 1), ("abi=pre-cxx11", 1), ("libtorch>=2.5,<2.14", 0), ("torch==2.13.*", 0),
+     ("abi=cxx11", 0), ("variant=cpu", 0), ("variant=cu128", 1)],
+)
+def test_requirements_drive_the_exit_code(requirement, code):
+    result = doctor_subprocess("check", "--require", requirement)
+    assert result.returncode == code, result.stdout + result.stderr
+    if code:
+        assert f"requirement not met: {requirement}" in result.stdout
+
+
+@pytest.mark.parametrize("bad", ["libtorch>>3", "abi=cxx12", "python>=3", "variant=gpu9"])
+def test_malformed_requirement_exits_2_naming_it(bad):
+    result = doctor_subprocess("check", "--require", bad)
+    assert result.returncode == 2
+    assert bad in result.stderr and len(result.stderr.strip().splitlines()) <= 2
+
+
+def test_strict_turns_warnings_into_failures():
+    # Without LD_LIBRARY_PATH the loader area warns (the wheel's lib dir is not on it).
+    plain = doctor_subprocess("check", env={"LD_LIBRARY_PATH": ""})
+    strict = doctor_subprocess("check", "--strict", env={"LD_LIBRARY_PATH": ""})
+    assert plain.returncode == 0 and strict.returncode == 1
+
+
+def test_cli_runner_text_report_and_verbose():
+    runner = CliRunner()
+    result = runner.invoke(cli, ["check", "-v", "--color", "never"], catch_exceptions=False)
+    assert "[✓] Python torch: 2.13.0+cpu" in result.output
+    assert "evidence:" in result.output or "•" in result.output
+    assert "\x1b[" not in result.output
+
+
+def test_color_only_when_asked():
+    result = CliRunner().invoke(cli, ["check", "--color", "always"], catch_exceptions=False)
+    assert "\x1b[32m✓" in result.output
+
+
+def test_console_entry_points_and_version():
+    result = doctor_subprocess("--version")
+    assert result.returncode == 0 and "torch-doctor" in result.stdout
+    assert doctor_subprocess("no-such-command").returncode == 2
+
+
+@pytest.mark.slow
+def test_check_build_passes_here_and_fails_on_the_old_abi():
+    ok = doctor_subprocess("check", "--build", env={"CXXFLAGS": "", "LD_LIBRARY_PATH": ""})
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "Build probe (c10): compiled, linked and ran" in ok.stdout
+    bad = doctor_subprocess("check", "--build", "--json", env={"CXXFLAGS": "-D_GLIBCXX_USE_CXX11_ABI=0"})
+    assert bad.returncode == 1
+    report = json.loads(bad.stdout)
+    build_ids = [f["id"] for f in report["findings"] if f["area"] == "build"]
+    assert build_ids == ["abi.mismatch"]
+    assert "-D_GLIBCXX_USE_CXX11_ABI=1" in next(f["fix"] for f in report["findings"] if f["area"] == "build")
+
+
+def test_backend_option_overrides_the_recommendation_and_rejects_nonsense():
+    result = doctor_subprocess("check", "--json", "--backend", "cu130")
+    recommended = json.loads(result.stdout)["facts"]["gpu"]["recommended"]
+    assert recommended["variant"] == "cu130" and recommended["source"] == "override"
+    assert any("--backend=cu130" in r for r in recommended["reasons"])
+    bad = doctor_subprocess("check", "--backend", "cu99x")
+    assert bad.returncode == 2 and "--backend='cu99x' is not a backend" in bad.stderr

@@ -1,0 +1,94 @@
+"""Facts from fake toolkits (real banners) through the pure rules."""
+
+from __future__ import annotations
+
+from doctor.diagnose.cuda_stack import cuda_stack_area
+from doctor.host import Host
+from doctor.model import Level
+from doctor.probe.cuda_toolkit import detect_cuda_toolkit
+from testsupport.cuda_fakes import compiler, toolkit
+
+
+def _area(root, env, python_cuda=None, libtorch_cuda=None):
+    return cuda_stack_area(detect_cuda_toolkit(Host.for_test(root, env)), python_cuda, libtorch_cuda)
+
+
+def _ids(area):
+    return [(f.id, f.level) for f in area.findings]
+
+
+def test_matching_toolkit_is_clean(fake_root):
+    toolkit(fake_root / "usr/local/cuda-12.8", "12.8")
+    compiler(fake_root / "bin", "gcc", "gcc-13")
+    area = _area(fake_root, {"CUDA_HOME": "/usr/local/cuda-12.8"}, "12.8", "12.8")
+    assert area.findings == [] and "nvcc 12.8.93" in area.summary
+
+
+def test_major_mismatch_is_an_error_minor_a_warning(fake_root):
+    toolkit(fake_root / "tk", "11.8")
+    area = _area(fake_root, {"CUDA_HOME": "/tk"}, python_cuda="12.1")
+    assert _ids(area) == [("cuda.toolkit-mismatch", Level.ERROR)]
+    assert "The detected CUDA version (11.8) mismatches" in area.findings[0].detail
+    assert "/usr/local/cuda-12.1" in area.findings[0].fix
+    area = _area(fake_root, {"CUDA_HOME": "/tk"}, libtorch_cuda="11.6")
+    assert _ids(area) == [("cuda.toolkit-mismatch", Level.WARNING)]
+
+
+def test_no_toolkit_matters_only_for_a_cuda_build(fake_root):
+    assert _area(fake_root, {}).findings == []
+    area = _area(fake_root, {}, python_cuda="12.8")
+    assert _ids(area) == [("cuda.toolkit-not-found", Level.WARNING)]
+    assert "nvidia-cuda-nvcc-cu12" in area.findings[0].fix
+    area = _area(fake_root, {"CUDA_HOME": "/gone"}, python_cuda="12.8")
+    assert "CUDA_HOME=/gone has no bin/nvcc" == area.findings[0].title
+
+
+def test_host_compiler_too_new(fake_root):
+    toolkit(fake_root / "tk", "12.4")
+    compiler(fake_root / "bin", "gcc", "gcc-14")
+    compiler(fake_root / "bin", "g++-13", "gcc-13")
+    area = _area(fake_root, {"CUDA_HOME": "/tk"})
+    assert _ids(area) == [("cuda.host-compiler-unsupported", Level.ERROR)]
+    f = area.findings[0]
+    assert "gcc ≤ 13" in f.title and "gcc 14.2.1" in f.title and "CUDA ≥ 12.8" in f.fix
+    assert "CUDAHOSTCXX=/usr/bin/g++-13" in f.fix
+    # CUDAHOSTCXX naming a supported compiler fixes it; -allow-unsupported-compiler softens it.
+    assert _area(fake_root, {"CUDA_HOME": "/tk", "CUDAHOSTCXX": "g++-13"}).findings == []
+    area = _area(fake_root, {"CUDA_HOME": "/tk", "NVCC_APPEND_FLAGS": "-allow-unsupported-compiler"})
+    assert _ids(area) == [("cuda.host-compiler-unsupported", Level.WARNING)]
+
+
+def test_clang_limit(fake_root):
+    toolkit(fake_root / "tk", "12.6")
+    compiler(fake_root / "bin", "clang", "clang-20")
+    area = _area(fake_root, {"CUDA_HOME": "/tk", "NVCC_CCBIN": "clang"})
+    assert _ids(area) == [("cuda.host-compiler-unsupported", Level.ERROR)] and "clang ≤ 18" in area.findings[0].title
+    toolkit(fake_root / "tk13", "13.0")
+    assert _area(fake_root, {"CUDA_HOME": "/tk13", "NVCC_CCBIN": "clang"}).findings == []
+
+
+def test_path_nvcc_disagrees_with_cuda_home(fake_root):
+    toolkit(fake_root / "tk", "12.8")
+    toolkit(fake_root / "old", "12.1")
+    area = _area(fake_root, {"CUDA_HOME": "/tk", "PATH": str(fake_root / "old/bin")}, python_cuda="12.8")
+    assert _ids(area) == [("cuda.toolkit-mismatch", Level.WARNING)]
+    assert "nvcc on PATH is CUDA 12.1" in area.findings[0].title
+
+
+def test_nvcc_symlinked_elsewhere_gives_a_cuda_home_without_headers(fake_root):
+    """/usr/local/bin/nvcc → cpp_extension's CUDA_HOME=/usr/local, which has no CUDA headers."""
+    toolkit(fake_root / "usr/local/cuda", "13.0")
+    toolkit(fake_root / "usr/local", "13.0", headers=False)
+    area = _area(fake_root, {"PATH": str(fake_root / "usr/local/bin")}, python_cuda="13.0")
+    assert _ids(area) == [("cuda.toolkit-not-found", Level.WARNING)]
+    assert area.findings[0].fix == "export CUDA_HOME=/usr/local/cuda"
+
+
+def test_real_machine_toolkit_against_a_cuda_build():
+    """This machine's real nvcc 13.0 against the CUDA builds PyTorch ships."""
+    from pathlib import Path
+
+    facts = detect_cuda_toolkit(Host.for_test(Path("/"), {"PATH": "/usr/bin:/bin", "CUDA_HOME": "/usr/local/cuda"}))
+    assert cuda_stack_area(facts, "13.0", None).findings == []
+    assert _ids(cuda_stack_area(facts, "12.8", None)) == [("cuda.toolkit-mismatch", Level.ERROR)]
+    assert _ids(cuda_stack_area(facts, None, "13.2")) == [("cuda.toolkit-mismatch", Level.WARNING)]

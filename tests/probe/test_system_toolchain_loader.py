@@ -1,0 +1,109 @@
+"""System, toolchain and loader probes on fake roots, fake compilers and real ELF files."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from testsupport.support import make_tree
+
+from doctor.check import build_areas, gather_facts
+from doctor.diagnose.toolchain import toolchain_area
+from doctor.host import Host
+from doctor.probe.ldcache import parse_ld_so_cache
+from doctor.probe.loader import detect_loader
+from doctor.probe.system import detect_system
+from doctor.probe.toolchain import detect_toolchain
+
+OLD_GXX = """#!/bin/sh
+# g++ 7.5 as Ubuntu 18.04 ships it: knows c++17 but not c++20.
+case "$*" in
+  --version) printf 'g++ (Ubuntu 7.5.0-3ubuntu1~18.04) 7.5.0\\nCopyright (C) 2017 Free Software Foundation, Inc.\\n'; exit 0;;
+  *-std=c++26*|*-std=c++23*|*-std=c++20*) echo "g++: error: unrecognized command line option '$1'; did you mean '-std=c++2a'?" >&2; exit 1;;
+  *) cat >/dev/null; exit 0;;
+esac
+"""
+
+
+def write_exe(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+
+
+def test_system_facts_from_a_fake_root(tmp_path):
+    (tmp_path / "proc/sys/kernel").mkdir(parents=True)
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "proc/sys/kernel/osrelease").write_text("6.1.0-18-amd64\n")
+    (tmp_path / "proc/meminfo").write_text("MemTotal:        8000000 kB\n")
+    (tmp_path / "proc/cpuinfo").write_text("processor\t: 0\nmodel name\t: AMD EPYC 9654\nflags\t\t: avx2 avx512f\n")
+    (tmp_path / "etc/os-release").write_text('PRETTY_NAME="Ubuntu 22.04.4 LTS"\n')
+    host = Host.for_test(tmp_path, glibc="2.35")
+    s = detect_system(host, {}, "/home/user/.cache/libtorch")
+    assert (s.distribution, s.kernel, s.cpu_model) == ("Ubuntu 22.04.4 LTS", "6.1.0-18-amd64", "AMD EPYC 9654")
+    assert s.simd == ["avx2", "avx512f"] and s.memory_bytes == 8000000 * 1024 and s.glibc == "2.35"
+    assert s.cache_free_bytes and s.cache_free_bytes > 0
+
+
+def test_old_compiler_cannot_build_a_cxx20_libtorch(tmp_path, abi_libs):
+    write_exe(tmp_path / "bin/g++", OLD_GXX)
+    make_tree(tmp_path / "opt/libtorch", "2.13.0", "cpu", cxx_standard=20, libc10=abi_libs["cxx11"])
+    host = Host.for_test(tmp_path)
+    facts = gather_facts(host)
+    gxx = facts["toolchain"].compilers[0]
+    assert (gxx.version, gxx.max_std) == ("7.5.0", 17)
+    finding = next(f for a in build_areas(facts, host) for f in a.findings if f.id == "cxx.std-too-old")
+    assert "-std=c++17" in finding.title and "C++20" in finding.title
+
+
+def test_cxxflags_abi_that_contradicts_libtorch(tmp_path, abi_libs):
+    make_tree(tmp_path / "opt/libtorch", "2.9.0", "cpu", libc10=abi_libs["cxx11"])
+    host = Host.for_test(tmp_path, {"CXXFLAGS": "-O2 -D_GLIBCXX_USE_CXX11_ABI=0", "PATH": str(tmp_path / "none")})
+    facts = gather_facts(host)
+    area = toolchain_area(facts["toolchain"], facts["libtorch"].active_install)
+    finding = next(f for f in area.findings if f.id == "abi.mismatch")
+    assert "CXXFLAGS" in finding.title and "-D_GLIBCXX_USE_CXX11_ABI=1" in finding.fix
+    assert any(f.id == "toolchain.compiler-missing" for f in area.findings)
+
+
+def test_hung_compiler_times_out_and_the_check_goes_on(tmp_path):
+    write_exe(tmp_path / "bin/g++", "#!/bin/sh\nexec /bin/sleep 30\n")
+    host = Host.for_test(tmp_path)
+    facts = detect_toolchain(host, timeout=0.3)
+    assert facts.compilers[0].version is None
+    assert facts.problems[0].endswith("g++: did not answer in 0.3 s")
+
+
+def test_needed_library_that_resolves_nowhere(tmp_path, abi_libs):
+    """A real libtorch_cpu.so linked against a libfoo that is then removed."""
+    tree = make_tree(tmp_path / "opt/libtorch", "2.9.0", "cpu", libc10=abi_libs["cxx11"])
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / "foo.c").write_text("int foo(void) { return 1; }\n")
+    (build / "cpu.c").write_text("#include <stdio.h>\nint foo(void); int cpu(void) { puts(\"x\"); return foo(); }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", build / "libfoo_missing.so", build / "foo.c"], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", tree / "lib/libtorch_cpu.so", build / "cpu.c",
+                    f"-L{build}", "-lfoo_missing", "-Wl,-rpath,$ORIGIN"], check=True)
+    cache = parse_ld_so_cache(Path("/etc/ld.so.cache").read_bytes())
+    host = Host.for_test(tmp_path)
+    loader = detect_loader(host, "/opt/libtorch/lib", cache)
+    assert loader.unresolved == ["libtorch_cpu.so → libfoo_missing.so"]
+    libc = next(n for v in loader.libraries if v.library == "libtorch_cpu.so" for n in v.needed if n.name == "libc.so.6")
+    assert libc.via == "ld.so.cache"
+    shutil.copy(build / "libfoo_missing.so", tree / "lib")
+    again = detect_loader(host, "/opt/libtorch/lib", cache)
+    assert again.unresolved == []
+    cpu = next(v for v in again.libraries if v.library == "libtorch_cpu.so")
+    assert next(n for n in cpu.needed if n.name == "libfoo_missing.so").via == "RUNPATH"
+
+
+def test_glibcxx_newer_than_the_system_has(tmp_path, abi_libs):
+    make_tree(tmp_path / "opt/libtorch", "2.9.0", "cpu", libc10=abi_libs["cxx11"])
+    host = Host.for_test(tmp_path)
+    facts = gather_facts(host)
+    facts["system"].glibcxx_max = "GLIBCXX_3.4.9"  # an old distribution's libstdc++
+    needs = facts["libtorch"].active_install.glibc_needs["libstdc++.so.6"]
+    assert any(n.startswith("GLIBCXX_3.4.") for n in needs)
+    finding = next(f for a in build_areas(facts, host) for f in a.findings if f.id == "glibc.too-old")
+    assert "GLIBCXX_3.4.9" in finding.title

@@ -1,0 +1,85 @@
+"""Helpers the tests import: fake libtorch trees, the torch wheel, the CLI as a subprocess."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+C10_SOURCE = r"""
+#include <string>
+namespace c10 {
+struct Device { explicit Device(const std::string& s); std::string str() const; std::string name; };
+Device::Device(const std::string& s) : name(s) {}
+std::string Device::str() const { return name; }
+std::string version() { return "fake"; }
+}
+"""
+
+
+def torch_root() -> Path:
+    """The installed torch wheel: a complete libtorch tree (lib, include, share)."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.fail("torch is not installed: run scripts/test (it installs torch==2.13.0, the CPU wheel)")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def make_tree(
+    root: Path,
+    version: str | None = "2.8.0",
+    variant: str | None = "cpu",
+    *,
+    abi_line: str | None = None,
+    libc10: Path | None = None,
+    build_version: bool = True,
+    version_h: str | None = None,
+    cmake_version: str | None = None,
+    cxx_standard: int = 17,
+    cuda: bool = False,
+) -> Path:
+    """A libtorch tree with the version files real releases carry."""
+    (root / "include/torch/csrc/api/include/torch").mkdir(parents=True, exist_ok=True)
+    (root / "lib").mkdir(parents=True, exist_ok=True)
+    (root / "share/cmake/Torch").mkdir(parents=True, exist_ok=True)
+    if version and build_version:
+        (root / "build-version").write_text(f"{version}+{variant}\n" if variant else f"{version}\n")
+    h = version_h or version
+    if h:
+        major, minor, patch = h.split(".")
+        (root / "include/torch/csrc/api/include/torch/version.h").write_text(
+            f"#pragma once\n#define TORCH_VERSION_MAJOR {major}\n#define TORCH_VERSION_MINOR {minor}\n"
+            f"#define TORCH_VERSION_PATCH {patch}\n"
+        )
+    cm = cmake_version or version
+    if cm:
+        (root / "share/cmake/Torch/TorchConfigVersion.cmake").write_text(f'set(PACKAGE_VERSION "{cm}")\n')
+    config = f"set_property(TARGET torch PROPERTY\n    CXX_STANDARD {cxx_standard}\n)\n"
+    if abi_line is not None:
+        config = f'set(TORCH_CXX_FLAGS "-D_GLIBCXX_USE_CXX11_ABI={abi_line}")\n' + config
+    (root / "share/cmake/Torch/TorchConfig.cmake").write_text(config)
+    if libc10 is not None:
+        shutil.copy(libc10, root / "lib/libc10.so")
+    else:
+        (root / "lib/libc10.so").write_bytes(b"")
+    (root / "lib/libtorch.so").write_bytes(b"")
+    if cuda:
+        (root / "lib/libtorch_cuda.so").write_bytes(b"")
+    return root
+
+
+def doctor_subprocess(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`python -m doctor ...` as a user runs it, for exit codes."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("LIBTORCH", "Torch_DIR", "GITHUB_"))}
+    full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "doctor", *args], capture_output=True, text=True, env=full_env,
+                          cwd=cwd or tempfile.mkdtemp(), timeout=120)
