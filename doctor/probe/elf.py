@@ -114,7 +114,7 @@ def _read_elf(path: str, real_path: str, count_abi_symbols: bool, _mtime: int, _
 
 # -- a reader of the few fields the probes need --
 #
-# pyelftools (the oracle in tests/core/test_elf_reader.py) costs ~100 ms to import (it pulls
+# pyelftools (the oracle in tests/probe/test_elf_reader.py) costs ~100 ms to import (it pulls
 # `pdb` through elftools.construct.debug) and builds an object per entry; `doctor check`
 # needs five tables, read here with struct from the section headers. Every offset and count
 # comes from a hostile file: each is checked against the file's size before it is used.
