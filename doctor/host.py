@@ -249,6 +249,27 @@ class Host:
     def which(self, name: str) -> str | None:
         return shutil.which(name, path=self.env.get("PATH", ""))
 
+    def own_interpreter(self) -> dict | None:
+        """What `python -I -c <probe/pyenv.py SCRIPT>` prints, computed in-process when the
+        interpreter asked about is the one running the doctor: a second Python costs ~150 ms of
+        CPU, the largest single cost of `check` (issue 19). None for any other interpreter or a
+        test root. `path` drops what -I drops: the script's directory, PYTHONPATH, user site."""
+        if self.root != Path("/") or not self.python or self.python != sys.executable:
+            return None
+        import site
+
+        path = list(sys.path)
+        if not (sys.flags.isolated or getattr(sys.flags, "safe_path", False)) and path:
+            path = path[1:]  # the script's directory (or the cwd for -m / -c)
+        dropped = set()
+        if not sys.flags.ignore_environment:
+            dropped.update(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
+        if site.ENABLE_USER_SITE:
+            dropped.add(site.getusersitepackages())
+        return {"version": platform.python_version(), "implementation": platform.python_implementation(),
+                "executable": sys.executable, "realpath": os.path.realpath(sys.executable), "prefix": sys.prefix,
+                "base_prefix": sys.base_prefix, "path": [p for p in path if p and p not in dropped]}
+
     def run(
         self,
         argv: Sequence[str],

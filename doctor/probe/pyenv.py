@@ -59,6 +59,8 @@ class PyEnvFacts:
 
 def ask_interpreter(host: Host, python: str, timeout: float = 10.0) -> dict:
     """The interpreter's own answer; DoctorError when it is not a working Python."""
+    if python == host.python and (own := host.own_interpreter()) is not None:
+        return own
     run = host.run([python, "-I", "-c", SCRIPT], timeout=timeout)
     if not run.ok:
         raise UsageError(f"--python {python}: could not run it ({run.error or run.stderr.strip()[:200] or run.returncode})",

@@ -3,6 +3,7 @@ venv made here with the real interpreter, and real dist-info directories in it."
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -61,3 +62,21 @@ def test_not_an_interpreter_is_a_usage_error(bad):
     with pytest.raises(UsageError) as err:
         interpreter_host(Host.for_test(Path("/"), {"PATH": "/usr/bin:/bin"}), bad)
     assert err.value.exit_code == 2 and "--python" in err.value.message
+
+
+def test_own_interpreter_answers_in_process_as_the_subprocess_would(tmp_path):
+    """The in-process answer (issue 19: no second Python for the doctor's own interpreter) equals
+    what `python -I -c SCRIPT` prints, with PYTHONPATH set so that -I has something to drop."""
+    import json
+
+    from doctor.probe.pyenv import SCRIPT
+
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{Path.cwd()}"}
+    ask = "import json; from doctor.host import Host; print(json.dumps(Host.from_system().own_interpreter()))"
+    own = subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True, env=env, check=True)
+    isolated = subprocess.run([sys.executable, "-I", "-c", SCRIPT], capture_output=True, text=True, env=env, check=True)
+    assert json.loads(own.stdout) == json.loads(isolated.stdout)
+    assert str(tmp_path) not in json.loads(own.stdout)["path"]
+    # Any other interpreter, or a test root, is asked for real.
+    assert Host.for_test(tmp_path, python=sys.executable).own_interpreter() is None
+    assert Host.for_test(Path("/"), python="/usr/bin/python3").own_interpreter() is None
