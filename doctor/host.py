@@ -60,6 +60,10 @@ class Host:
     # Commands whose output was cut at `output_limit` during this run ("nvidia-smi -q"):
     # `doctor check` reports each as a finding, so a verdict read from a cut output is flagged.
     truncated: list[str] = field(default_factory=list)
+    # Answers of `ask` (a command's `--version` and the like), one run per argv per Host: the
+    # toolchain and CUDA-toolkit probes both ask nvcc and gcc (issue 19).
+    _answers: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _answers_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     @classmethod
     def from_system(cls) -> Host:
@@ -148,6 +152,14 @@ class Host:
             return sorted(os.listdir(self.real(path)))
         except (OSError, ValueError):
             return []
+
+    def list_names(self, path: str | os.PathLike[str]) -> list[str] | None:
+        """The names in a directory, or None when it cannot be listed (missing, not a directory,
+        no read permission): the loader probe tells an empty directory from an unreadable one."""
+        try:
+            return os.listdir(self.real(path))
+        except (OSError, ValueError):
+            return None
 
     def access(self, path: str | os.PathLike[str], mode: int) -> bool:
         return _safely(lambda: os.access(self.real(path), mode))
@@ -269,6 +281,21 @@ class Host:
         return {"version": platform.python_version(), "implementation": platform.python_implementation(),
                 "executable": sys.executable, "realpath": os.path.realpath(sys.executable), "prefix": sys.prefix,
                 "base_prefix": sys.base_prefix, "path": [p for p in path if p and p not in dropped]}
+
+    def ask(self, argv: Sequence[str], timeout: float = DEFAULT_TIMEOUT) -> RunResult:
+        """`run` for a question whose answer cannot change during one doctor run (`nvcc --version`):
+        asked once per Host even when several probes ask it at the same time."""
+        from concurrent.futures import Future
+
+        key = (tuple(str(a) for a in argv), timeout)
+        with self._answers_lock:
+            future = self._answers.get(key)
+            mine = future is None
+            if mine:
+                future = self._answers[key] = Future()
+        if mine:
+            future.set_result(self.run(argv, timeout=timeout))
+        return future.result()
 
     def run(
         self,

@@ -53,11 +53,6 @@ class PolicyFile:
 
 def policy_from_files(files: list[PolicyFile], doctor_version: str | None = None) -> Policy | None:
     """The policy the files hold (at most one may hold one), or None when none does."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10: the same parser, published as tomli
-        import tomli as tomllib  # type: ignore[no-redef]
-
     found: list[tuple[str, dict]] = []
     for f in files:
         path = PurePath(f.path)
@@ -66,7 +61,7 @@ def policy_from_files(files: list[PolicyFile], doctor_version: str | None = None
                 raise UsageError(f"{path}: not a regular file, so its policy cannot be read",
                                  f"replace {f.name} with a regular file")
             continue
-        data = _parse_toml(tomllib, f.text, path)
+        data = _parse_toml(f.text, path)
         if f.name == "pyproject.toml":
             tool = data.get("tool")
             table = tool.get("doctor") if isinstance(tool, dict) else None
@@ -88,8 +83,13 @@ def policy_from_files(files: list[PolicyFile], doctor_version: str | None = None
     return parse_policy(table, source, doctor_version)
 
 
-def _parse_toml(tomllib, text: str, path: PurePath) -> dict:
+def _parse_toml(text: str, path: PurePath) -> dict:
     """tomllib recurses and converts integers of any length: bound both before it runs."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: the same parser, published as tomli
+        import tomli as tomllib  # type: ignore[no-redef]
+
     from doctor.bounded import MAX_DEPTH, toml_depth_exceeds
 
     hint = "see docs/policy.md for the accepted keys and values"

@@ -66,6 +66,14 @@ def read_symbols(real_path: str) -> tuple[list[tuple[str, bool]], set[str], list
     return undefined, defined, verdefs
 
 
+def read_version_definitions(real_path: str) -> list[str]:
+    """The version definitions (GLIBCXX_3.4.30, …) alone: libstdc++'s ~6,000 symbols are not read."""
+    from doctor.probe.elf import ElfReader
+
+    with open(real_path, "rb") as fh:
+        return ElfReader(fh).version_definitions()
+
+
 def inspect_binary(host: Host, path: str, ld_cache: dict[str, list[str]]) -> BinaryFacts:
     facts = BinaryFacts(path, readable=False)
     if not host.is_file(path):

@@ -21,7 +21,7 @@ from doctor.catalog.toolkit import CUDA_LIBRARIES, cuda_library_for_soname, cuda
 from doctor.host import Host
 from doctor.model import Evidence
 from doctor.probe.binary import read_symbols
-from doctor.probe.loader import in_dir, listings, resolve_needed
+from doctor.probe.loader import dirs_holding, resolve_needed
 
 MAX_LIBS = 48
 
@@ -92,6 +92,8 @@ def expectations(requires: list[str], source: str) -> list[Expectation]:
 
     out = []
     for line in requires:
+        if line.lstrip()[:7].lower() not in ("nvidia-", "nvidia_", "nvidia."):
+            continue  # torch's other requirements (sympy, jinja2, …): no need to parse them
         try:
             req = Requirement(line)
         except InvalidRequirement:
@@ -174,10 +176,7 @@ def _copies(host: Host, soname: str, site_dirs: list[str], ld_cache: dict[str, l
     if prefix and host.exists(PurePath(prefix) / "lib" / soname):
         found.append(str(PurePath(prefix) / "lib" / soname))
     found.extend(ld_cache.get(soname, []))
-    seen = listings(ld_cache)  # the run's directory listings: each directory read once
-    for d in host.env.get("LD_LIBRARY_PATH", "").split(":"):
-        if d and in_dir(host, d, soname, seen):
-            found.append(str(PurePath(d) / soname))
+    found.extend(str(PurePath(d) / soname) for d in dirs_holding(host, host.env.get("LD_LIBRARY_PATH", "").split(":"), soname, ld_cache))
     seen: set[str] = set()
     return [p for p in found if not (p in seen or seen.add(p))]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
@@ -142,7 +143,7 @@ def inspect_candidate(host: Host, origin: str, root: str, timeout: float) -> Too
     nvcc = PurePath(root) / "bin" / "nvcc"
     cand = ToolkitCandidate(origin, root, str(nvcc) if host.exists(nvcc) else None)
     if cand.nvcc:
-        run = host.run([str(host.real(nvcc)), "--version"], timeout=timeout)
+        run = host.ask([str(host.real(nvcc)), "--version"], timeout=timeout)
         if run.ok:
             cand.release, cand.nvcc_version = parse_nvcc_banner(run.stdout)
         line = next((x for x in run.stdout.splitlines() if "release" in x), None) if run.ok else None
@@ -200,7 +201,7 @@ def find_host_compiler(host: Host, timeout: float) -> tuple[HostCompiler | None,
     if path is None:
         compiler.evidence.append(Evidence("derived", "which", f"{name}: not found"))
         return compiler, allow
-    run = host.run([str(host.real(path)), "--version"], timeout=timeout)
+    run = host.ask([str(host.real(path)), "--version"], timeout=timeout)
     if run.ok:
         compiler.kind, compiler.version = parse_compiler_banner(run.stdout)
     said = run.stdout.strip().splitlines()[:1] or [run.error or f"exit status {run.returncode}"]
@@ -211,11 +212,15 @@ def find_host_compiler(host: Host, timeout: float) -> tuple[HostCompiler | None,
 def detect_cuda_toolkit(host: Host, timeout: float = 5.0) -> CudaToolkitFacts:
     cuda_home, via, evidence = find_cuda_home(host)
     facts = CudaToolkitFacts(cuda_home, via, evidence=evidence)
-    facts.candidates = [inspect_candidate(host, o, r, timeout) for o, r in _candidate_roots(host, cuda_home, via)]
-    facts.host_compiler, facts.allow_unsupported_compiler = find_host_compiler(host, timeout)
+    # Each candidate's nvcc and the host compiler are separate processes: ask them side by side.
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        compiler = pool.submit(find_host_compiler, host, timeout)
+        candidates = [pool.submit(inspect_candidate, host, o, r, timeout) for o, r in _candidate_roots(host, cuda_home, via)]
+        facts.candidates = [c.result() for c in candidates]
+        facts.host_compiler, facts.allow_unsupported_compiler = compiler.result()
     active = facts.active
     if active and active.release and active.nvcc:
-        run = host.run([str(host.real(active.nvcc)), "--list-gpu-code"], timeout=timeout)
+        run = host.ask([str(host.real(active.nvcc)), "--list-gpu-code"], timeout=timeout)
         if run.ok:
             active.gpu_codes = parse_gpu_codes(run.stdout)
             active.evidence.append(Evidence("command", f"{active.nvcc} --list-gpu-code", " ".join(active.gpu_codes)))

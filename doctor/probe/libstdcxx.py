@@ -12,7 +12,7 @@ from pathlib import PurePath
 
 from doctor.host import Host
 from doctor.model import Evidence
-from doctor.probe.binary import read_symbols
+from doctor.probe.binary import read_version_definitions
 from doctor.probe.elf import read_elf
 from doctor.probe.loader import resolve_needed
 
@@ -57,7 +57,7 @@ def detect_libstdcxx(host: Host, lib_dir: str | None, ld_cache: dict[str, list[s
         facts.path, facts.via = str(conda_copy), "conda python's RPATH ($ORIGIN/../lib)"
     if facts.path:
         try:
-            verdefs = read_symbols(str(host.real(facts.path)))[2]
+            verdefs = read_version_definitions(str(host.real(facts.path)))
             facts.versions = sorted({v for v in verdefs if v.startswith(("GLIBCXX_", "CXXABI_"))})
             facts.evidence.append(Evidence("elf", facts.path, f"via {facts.via}; defines up to "
                                            + ", ".join(v for v in facts.versions[-2:])))

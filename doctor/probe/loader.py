@@ -3,7 +3,6 @@ and do their own NEEDED entries resolve (RUNPATH/RPATH, LD_LIBRARY_PATH, ld.so.c
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
@@ -46,15 +45,42 @@ class LoaderFacts:
 
 
 class LoaderCache(dict):
-    """ld.so.cache (soname -> paths) and the loader directories listed so far in this run.
+    """ld.so.cache (soname -> paths) and the loader directories indexed so far in this run.
 
     `check` reads it once and hands it to every probe that resolves libraries (loader, GPU
     builds, CUDA libraries, libstdc++), so each directory of a long LD_LIBRARY_PATH is listed
-    once per run and each name is a set lookup, not a stat per name per directory."""
+    once per run and each name is one dictionary lookup per search list, not a test per
+    directory (issue 19: 2,000 directories × 23 libraries)."""
 
     def __init__(self, entries: dict[str, list[str]] | None = None) -> None:
         super().__init__(entries or {})
         self.listings: dict[str, frozenset[str] | None] = {}
+        self.indexes: dict[tuple[str, ...], DirIndex] = {}
+
+
+class DirIndex:
+    """Which of a search list's directories list a name, in search order. Directories that exist
+    but cannot be listed (execute-only) are kept aside and asked name by name, as the loader
+    opens them."""
+
+    def __init__(self, host: Host, dirs: tuple[str, ...], seen: dict[str, frozenset[str] | None]) -> None:
+        self.holders: dict[str, list[int]] = {}
+        self.unlistable: list[int] = []
+        self.dirs = dirs
+        for i, d in enumerate(dirs):
+            names = _listing(host, d, seen)
+            if names is None:
+                self.unlistable.append(i)
+                continue
+            for name in names:
+                self.holders.setdefault(name, []).append(i)
+
+    def holding(self, host: Host, name: str) -> list[str]:
+        positions = self.holders.get(name, [])
+        if self.unlistable:
+            positions = sorted({*positions, *self.unlistable})
+        # a listed name may be a dangling symlink: no library
+        return [self.dirs[i] for i in positions if host.exists(PurePath(self.dirs[i]) / name)]
 
 
 def read_ld_cache(host: Host) -> LoaderCache:
@@ -62,28 +88,27 @@ def read_ld_cache(host: Host) -> LoaderCache:
     return LoaderCache(parse_ld_so_cache(data) if data else {})
 
 
-def listings(ld_cache: dict) -> dict[str, frozenset[str] | None]:
-    """The run's directory listings (a fresh one where a caller passed a plain dict)."""
-    found = getattr(ld_cache, "listings", None)
-    return found if found is not None else {}
-
-
-def in_dir(host: Host, directory: str, name: str, seen: dict[str, frozenset[str] | None]) -> bool:
-    """Whether `directory/name` exists, listing `directory` once into `seen`. A name found in
-    the listing is still checked with exists() (a dangling symlink is no library); a directory
-    that cannot be listed (execute-only) is asked name by name, as the loader would open it."""
-    if "/" in name:
-        return host.exists(PurePath(directory) / name)
+def _listing(host: Host, directory: str, seen: dict[str, frozenset[str] | None]) -> frozenset[str] | None:
+    """The directory's names, listed once per run into `seen`; None when it exists but cannot be
+    listed (then the loader is followed name by name); a missing directory holds nothing."""
     if directory not in seen:
-        names = host.listdir(directory)
-        # nothing listed: an empty readable directory (one check), a missing one, or one that
-        # cannot be listed (then asked name by name)
-        unlistable = not names and not host.access(directory, os.R_OK) and host.is_dir(directory)
-        seen[directory] = None if unlistable else frozenset(names)
-    names = seen[directory]
-    if names is not None and name not in names:
-        return False
-    return host.exists(PurePath(directory) / name)
+        names = host.list_names(directory)
+        seen[directory] = None if names is None and host.is_dir(directory) else frozenset(names or ())
+    return seen[directory]
+
+
+def dirs_holding(host: Host, dirs: list[str], name: str, ld_cache: dict) -> list[str]:
+    """The directories among `dirs` (in order) that hold `name`, each directory listed once per run."""
+    if "/" in name:
+        return [d for d in dirs if d and host.exists(PurePath(d) / name)]
+    dirs_key = tuple(d for d in dirs if d)
+    if isinstance(ld_cache, LoaderCache):
+        index = ld_cache.indexes.get(dirs_key)
+        if index is None:
+            index = ld_cache.indexes[dirs_key] = DirIndex(host, dirs_key, ld_cache.listings)
+    else:
+        index = DirIndex(host, dirs_key, {})
+    return index.holding(host, name)
 
 
 def detect_loader(host: Host, lib_dir: str | None, ld_cache: dict[str, list[str]]) -> LoaderFacts:
@@ -145,14 +170,11 @@ def resolve_needed(host: Host, path: PurePath, ld_cache: dict[str, list[str]], p
 
 def _resolve(host, name, rpath, runpath, search, ld_cache, defaults) -> Resolution:
     """glibc's order: RPATH (only without RUNPATH), LD_LIBRARY_PATH, RUNPATH, ld.so.cache, default dirs."""
-    seen = listings(ld_cache)
     for via, dirs in (("RPATH", rpath), ("LD_LIBRARY_PATH", search), ("RUNPATH", runpath)):
-        for d in dirs:
-            if in_dir(host, d, name, seen):
-                return Resolution(name, str(PurePath(d) / name), via)
+        if dirs and (found := dirs_holding(host, dirs, name, ld_cache)):
+            return Resolution(name, str(PurePath(found[0]) / name), via)
     if name in ld_cache:
         return Resolution(name, ld_cache[name][0], "ld.so.cache")
-    for d in defaults:
-        if in_dir(host, d, name, seen):
-            return Resolution(name, str(PurePath(d) / name), "default dirs")
+    if found := dirs_holding(host, defaults, name, ld_cache):
+        return Resolution(name, str(PurePath(found[0]) / name), "default dirs")
     return Resolution(name, None, "")

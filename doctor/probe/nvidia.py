@@ -9,7 +9,6 @@ library can hang or crash its caller, so it is never loaded into the doctor's ow
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -182,6 +181,8 @@ def _na(value: str) -> str | None:
 def parse_smi_csv(text: str, fields: tuple[str, ...] = SMI_FIELDS) -> list[dict[str, str | None]]:
     """nvidia-smi --query-gpu=... --format=csv,noheader,nounits: one line per GPU, `, ` between
     fields; `[N/A]` / `[Not Supported]` become None. Lines of the wrong width are skipped."""
+    import csv
+
     rows = []
     for record in csv.reader(text.splitlines(), skipinitialspace=True):
         if len(record) != len(fields):

@@ -86,7 +86,7 @@ def _probe_compiler(host: Host, name: str, path: str, timeout: float) -> Compile
     # `--version` and the two newest -std probes start together (they are the check's critical
     # path, issue 19); the older standards are asked only when both of those are refused.
     with ThreadPoolExecutor(max_workers=1 + FIRST_STANDARDS) as pool:
-        version_run = pool.submit(host.run, [path, "--version"], timeout=timeout)
+        version_run = pool.submit(host.ask, [path, "--version"], timeout=timeout)
         early = [pool.submit(_std_probe, host, path, std, timeout) for std in STANDARDS[:FIRST_STANDARDS]]
         run = version_run.result()
         probes = [(std, f.result()) for std, f in zip(STANDARDS, early)]
@@ -121,7 +121,7 @@ def _probe_tool(host: Host, name: str, parse, timeout: float) -> Tool:
     path = host.which(name)
     if not path:
         return Tool(name, None, None)
-    run = host.run([path, "--version"], timeout=timeout)
+    run = host.ask([path, "--version"], timeout=timeout)
     version = parse(run.stdout) if run.ok else None
     lines = [line for line in run.stdout.splitlines() if line.strip()] if run.ok else [run.error or f"exit status {run.returncode}"]
     excerpt = next((line for line in lines if version and version in line), lines[0] if lines else "")

@@ -118,10 +118,8 @@ def test_check_fuzz_policy_tables(table):
 @example(text=f"x = {HUGE}")
 @example(text='x = """\nunterminated')
 def test_check_fuzz_policy_text(text):
-    import tomllib
-
     try:
-        table = _parse_toml(tomllib, text, "doctor.toml")
+        table = _parse_toml(text, "doctor.toml")
         parse_policy(table, "doctor.toml")
     except UsageError as exc:
         assert exc.exit_code == 2

@@ -1,0 +1,25 @@
+"""Host.ask: a question whose answer cannot change during one run (`nvcc --version`) runs once,
+even when the toolchain and CUDA-toolkit probes ask it at the same moment (issue 19)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from doctor.host import Host
+
+
+def test_one_run_per_question_even_when_asked_at_once(tmp_path):
+    calls = tmp_path / "calls"
+    tool = tmp_path / "bin" / "nvcc"
+    tool.parent.mkdir()
+    tool.write_text(f'#!/bin/sh\necho "$@" >> "{calls}"\nsleep 0.2\necho "Cuda compilation tools, release 13.0, V13.0.88"\n')
+    tool.chmod(0o755)
+    host = Host.for_test(tmp_path)
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda _: host.ask([str(tool), "--version"]), range(4)))
+    assert all(a.ok and "release 13.0" in a.stdout for a in answers)
+    assert calls.read_text().splitlines() == ["--version"]
+    # another question, or another Host (another run), is asked afresh
+    assert host.ask([str(tool), "--list-gpu-code"]).ok
+    assert Host.for_test(tmp_path).ask([str(tool), "--version"]).ok
+    assert calls.read_text().splitlines() == ["--version", "--list-gpu-code", "--version"]
