@@ -28,6 +28,7 @@ OUTPUT_LIMIT = 1 << 20
 
 @dataclass(frozen=True)
 class RunResult:
+    """A command's outcome: exit status, captured output (capped) and why it failed."""
     argv: tuple[str, ...]
     returncode: int | None  # None when it never finished (timeout, not found)
     stdout: str = ""
@@ -48,6 +49,7 @@ class RunResult:
 
 @dataclass
 class Host:
+    """The machine as the probes see it: environment, files and commands, under one root."""
     env: Mapping[str, str]
     root: Path = Path("/")
     cwd: Path = field(default_factory=Path.cwd)

@@ -45,6 +45,7 @@ class Evidence:
 
 @dataclass
 class Finding:
+    """One verdict: what is wrong (or fine), why (evidence), and the fix."""
     id: str  # a stable id from docs/findings/ (shared/reference/diagnoses.md)
     level: Level
     title: str
@@ -76,6 +77,7 @@ class Area:
 
 @dataclass
 class Report:
+    """One command's facts and areas: what every renderer and the JSON envelope show."""
     command: str  # "check", "explain", "smoke", ...
     facts: dict[str, Any]
     areas: list[Area]

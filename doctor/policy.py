@@ -34,6 +34,7 @@ FINDING_IDS = frozenset(FINDINGS)
 
 @dataclass(frozen=True)
 class Policy:
+    """A project's doctor policy: requirements, which findings fail, which are ignored."""
     source: str  # "pyproject.toml [tool.doctor]" or "doctor.toml": named in every message
     requirements: tuple[str, ...] = ()  # requirement strings, validated by parse_policy
     error_on: frozenset[str] = frozenset()

@@ -20,6 +20,7 @@ _KEYED = re.compile(r"^\s*(abi|variant)\s*=\s*(\S+)\s*$")
 
 @dataclass(frozen=True)
 class Requirement:
+    """One requirement (--require or policy), parsed."""
     text: str
     kind: str  # "libtorch" | "torch" | "abi" | "variant" | "gpu" | "cuda"
     value: str = ""  # the specifier or the wanted value

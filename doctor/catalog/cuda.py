@@ -19,6 +19,7 @@ from doctor.formats import version_tuple  # noqa: F401  (re-exported: callers co
 
 @dataclass(frozen=True)
 class DriverFloor:
+    """The oldest NVIDIA driver a CUDA line runs on, per platform."""
     first: str  # first CUDA version of the line, "12.0"
     last: str  # last CUDA version of the line, "12.9"
     linux: str
@@ -73,6 +74,7 @@ GPU_MAIN_LIBRARY = {"cuda": "libtorch_cuda.so", "rocm": "libtorch_hip.so"}
 
 @dataclass(frozen=True)
 class ArchList:
+    """The GPU architectures one CUDA variant of a range of torch releases is built for."""
     variant: str  # "cu128"
     first: str  # first torch release (major.minor) the row describes, "2.8"
     last: str  # last one, "2.10"
@@ -112,6 +114,7 @@ ARCH_LISTS: tuple[ArchList, ...] = (
 
 @dataclass(frozen=True)
 class GfxList:
+    """The AMD GPU targets (gfx…) the ROCm variants are built for."""
     variants: tuple[str, ...]  # "rocm6.0", ...
     targets: tuple[str, ...]
     source: str
@@ -243,6 +246,7 @@ def _assume(row: ArchList, note: str) -> ArchList:
 
 @dataclass(frozen=True)
 class Coverage:
+    """Whether a build runs on one GPU, and how (its own SASS, a compatible one, PTX JIT)."""
     ok: bool
     how: str  # "sm_90", "sm_86 (same major, older minor)", "PTX 12.0 JIT", or why not
 
@@ -279,6 +283,7 @@ def gfx_list(variant: str) -> GfxList | None:
 
 @dataclass(frozen=True)
 class DriverVerdict:
+    """Whether this machine's driver can run a build's CUDA version."""
     status: str  # "ok" | "ptx-jit" | "too-old" | "unknown"
     cuda: str  # the build's CUDA version, "12.6"
     floor: str | None  # the line's floor for this platform

@@ -64,6 +64,7 @@ def published_variants(version: str, system: str = "Linux", machine: str = "x86_
 
 @dataclass
 class Considered:
+    """A variant the recommendation weighed, and why it was or was not chosen."""
     variant: str
     ok: bool
     why: str
@@ -71,6 +72,7 @@ class Considered:
 
 @dataclass
 class Recommendation:
+    """The libtorch variant to install here, with the reasons."""
     variant: str  # "cu130", "rocm7.2", "cpu"
     version: str  # the torch release it is for, "2.13.0"
     reasons: list[str] = field(default_factory=list)

@@ -35,6 +35,7 @@ ABI_DEFINE = {"cxx11": "1", "pre-cxx11": "0"}
 
 @dataclass(frozen=True)
 class Series:
+    """One torch release series: its patch releases and the CUDA/ROCm variants published."""
     series: str  # "2.6"
     versions: tuple[str, ...]  # the published patch releases
     cuda: tuple[str, ...]
@@ -90,6 +91,7 @@ class CatalogError(UsageError):
 
 @dataclass(frozen=True)
 class Artifact:
+    """One published libtorch archive: what it is and where it is downloaded from."""
     version: str | None  # None for a nightly (known only once unpacked)
     variant: str
     platform: str
@@ -335,6 +337,7 @@ _MAC_RE = re.compile(r"^libtorch-macos-(?:(?P<arch>arm64|x86_64)-)?(?P<v>\d+\.\d
 
 @dataclass(frozen=True)
 class NameFacts:
+    """What an official archive's file name says about its contents."""
     version: str
     variant: str
     platform: str

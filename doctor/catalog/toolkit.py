@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class HostCompilerLimit:
+    """The newest host GCC and Clang one CUDA release accepts."""
     cuda: str  # "12.4": the CUDA release (major.minor)
     gcc_max: int  # newest GCC major nvcc accepts
     clang_max: int  # newest Clang major nvcc accepts
@@ -67,6 +68,7 @@ def newest_cuda_for(kind: str, major: int) -> str | None:
 
 @dataclass(frozen=True)
 class CudaLibrary:
+    """A CUDA library torch loads: its soname, pip package and directory."""
     key: str  # "cudnn"
     stem: str  # soname stem: "libcudnn.so"
     package: str  # pip distribution without the -cuXY suffix: "nvidia-cudnn"

@@ -14,6 +14,7 @@ MAX_ENTRIES = 64
 
 @dataclass(frozen=True)
 class ArchEntry:
+    """One entry of TORCH_CUDA_ARCH_LIST, as written and as understood."""
     text: str  # as written: "8.6+PTX", "sm_90a", "Ampere" (expanded)
     cc: str | None  # "8.6", "9.0a"; None when unreadable
     ptx: bool

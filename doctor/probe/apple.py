@@ -21,6 +21,7 @@ MPS_BLOCKERS: tuple[str, ...] = ("not-apple-silicon", "silicon-unknown", "rosett
 
 @dataclass
 class AppleFacts:
+    """The Mac as torch sees it: Apple silicon or Intel, Rosetta, the macOS version, MPS."""
     machine: str  # what this Python reports: "arm64" or "x86_64"
     apple_silicon: bool | None  # None when it could not be told
     rosetta: bool  # this process runs translated

@@ -24,6 +24,7 @@ TORCH_LIBS = ("libc10.so", "libtorch.so", "libtorch_cpu.so", "libtorch_cuda.so",
 
 @dataclass
 class BinaryFacts:
+    """A built program or library as the loader would treat it: NEEDED, ABI, symbols."""
     path: str
     readable: bool
     error: str = ""

@@ -22,6 +22,7 @@ CABAL_LIB_DIR = re.compile(rb"(/[\x20-\x7e]{1,4000}?/lib)(?=[\x00-\x1f])")
 
 @dataclass
 class StaleBuild:
+    """A build folder (target/, dist-newstyle/) linked against another libtorch than today's."""
     tool: str  # "cargo"
     build_dir: str
     evidence_file: str

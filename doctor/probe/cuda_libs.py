@@ -28,6 +28,7 @@ MAX_LIBS = 48
 
 @dataclass
 class PipPackage:
+    """An nvidia-* wheel installed in the environment."""
     name: str  # "nvidia-nccl-cu12"
     version: str
     package: str  # "nvidia-nccl"
@@ -38,6 +39,7 @@ class PipPackage:
 
 @dataclass
 class Expectation:
+    """A pin on an nvidia-* package in torch's own metadata."""
     package: str  # "nvidia-nccl"
     cuda_major: int | None
     specifier: str  # "==2.21.5"
@@ -46,6 +48,7 @@ class Expectation:
 
 @dataclass
 class CudaLib:
+    """A CUDA library (cuDNN, NCCL, cuBLAS, …) as the loader resolves it for torch."""
     key: str  # "nccl"
     soname: str  # the NEEDED entry: "libnccl.so.2"
     consumer: str  # the library that needs it
@@ -61,6 +64,7 @@ class CudaLib:
 
 @dataclass
 class CudaLibsFacts:
+    """The CUDA libraries torch would load here, their copies and versions."""
     lib_dir: str | None
     libraries: list[CudaLib] = field(default_factory=list)
     pip_packages: list[PipPackage] = field(default_factory=list)

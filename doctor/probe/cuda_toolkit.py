@@ -26,6 +26,7 @@ NVCC_FULL = re.compile(r"release \d+\.\d+, V(\d+\.\d+\.\d+)")
 
 @dataclass
 class ToolkitCandidate:
+    """One CUDA toolkit found on the machine (CUDA_HOME, PATH, /usr/local/cuda, conda, pip)."""
     origin: str  # "CUDA_HOME", "CUDA_PATH", "nvcc on PATH", "/usr/local/cuda", "conda", "pip"
     root: str
     nvcc: str | None  # root/bin/nvcc when it exists
@@ -39,6 +40,7 @@ class ToolkitCandidate:
 
 @dataclass
 class HostCompiler:
+    """The compiler nvcc would call, and where that choice came from."""
     chosen_by: str  # "-ccbin in NVCC_PREPEND_FLAGS", "CUDAHOSTCXX", "NVCC_CCBIN", "CC", "gcc on PATH"
     path: str | None
     kind: str | None  # "gcc" | "clang" | None
@@ -48,6 +50,7 @@ class HostCompiler:
 
 @dataclass
 class CudaToolkitFacts:
+    """The CUDA toolkits found, the one a build would use, and nvcc's host compiler."""
     cuda_home: str | None  # what cpp_extension would use
     cuda_home_via: str  # which of its rules chose it ("" when none)
     candidates: list[ToolkitCandidate] = field(default_factory=list)

@@ -19,6 +19,7 @@ DEFAULT_TIMEOUT = 5.0
 
 @dataclass
 class PciDevice:
+    """A display or accelerator device as sysfs lists it, driver or not."""
     address: str  # "0000:19:00.0"
     vendor: str  # "nvidia" | "amd" | "intel" | raw id
     vendor_id: str  # "0x10de"

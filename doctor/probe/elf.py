@@ -65,6 +65,7 @@ MACHINES = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64", "EM_386": "i386", "E
 
 @dataclass
 class ElfInfo:
+    """The dynamic-section facts of one ELF file: NEEDED, RUNPATH, RPATH, versions."""
     path: str
     machine: str  # "x86_64", "aarch64", or the raw EM_ value
     elfclass: int  # 32 or 64

@@ -50,6 +50,7 @@ class BuildGpuLibraries:
 
 @dataclass
 class GpuFacts:
+    """The GPUs of every vendor found here, the torch builds, and the recommendation."""
     nvidia: NvidiaFacts
     amd: RocmFacts
     apple: AppleFacts | None

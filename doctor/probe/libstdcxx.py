@@ -21,6 +21,7 @@ LIBS = ("libtorch_cpu.so", "libc10.so")
 
 @dataclass
 class LibstdcxxFacts:
+    """The libstdc++ the loader gives libtorch, and the GLIBCXX versions it defines."""
     path: str | None  # what the loader gives libtorch
     via: str
     versions: list[str] = field(default_factory=list)  # GLIBCXX_*/CXXABI_* it defines

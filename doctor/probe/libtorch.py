@@ -59,6 +59,7 @@ ORIGIN_RANK = {name: i for i, (name, _) in enumerate(PRECEDENCE)}
 
 @dataclass
 class VersionSource:
+    """Where a libtorch version was read from (build-version, version.py, …)."""
     file: str  # which version file
     path: str
     version: str
@@ -66,6 +67,7 @@ class VersionSource:
 
 @dataclass
 class LibtorchInstall:
+    """One libtorch tree: version, variant, ABI, paths and the evidence for each."""
     root: str
     origins: list[str]  # every way it is reachable ("LIBTORCH", "python", ...)
     include_dirs: list[str]
@@ -98,6 +100,7 @@ class LibtorchInstall:
 
 @dataclass
 class LibtorchFacts:
+    """Every libtorch tree found, and the one a build would use."""
     candidates: list[LibtorchInstall]
     active: int | None  # index into candidates
     active_reason: str

@@ -20,6 +20,7 @@ MAIN_LIBRARIES = ("libc10.so", "libtorch.so", "libtorch_cpu.so", "libtorch_cuda.
 
 @dataclass
 class Resolution:
+    """Where the loader finds one library, and through which rule."""
     name: str
     path: str | None  # where the loader finds it, None when nowhere
     via: str  # "RUNPATH", "RPATH", "LD_LIBRARY_PATH", "ld.so.cache", "default dirs", "" (nowhere)
@@ -27,6 +28,7 @@ class Resolution:
 
 @dataclass
 class LibraryView:
+    """One libtorch library seen by the loader: for a program, and its own NEEDED."""
     library: str  # a libtorch library, e.g. libc10.so
     for_programs: Resolution  # a program linked with -ltorch and no rpath
     needed: list[Resolution] = field(default_factory=list)  # its own NEEDED entries
@@ -34,6 +36,7 @@ class LibraryView:
 
 @dataclass
 class LoaderFacts:
+    """The loader's view of the active libtorch: search path and resolutions."""
     variable: str  # LD_LIBRARY_PATH or DYLD_LIBRARY_PATH or PATH
     search_path: list[str]
     lib_dir: str | None

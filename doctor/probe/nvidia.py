@@ -84,6 +84,7 @@ SMI_NO_DEVICES = "No devices were found"
 
 @dataclass
 class NvidiaGpu:
+    """One NVIDIA GPU as the driver reports it."""
     index: int  # nvidia-smi's index (PCI bus order)
     name: str
     memory_mib: int | None
@@ -100,6 +101,7 @@ class NvidiaGpu:
 
 @dataclass
 class NvidiaFacts:
+    """The NVIDIA driver, its CUDA version and GPUs, and how they were found."""
     present: bool = False  # any sign of NVIDIA hardware or of its driver
     driver_version: str | None = None  # "570.124.06"
     driver_version_source: str = ""
@@ -201,6 +203,7 @@ def cuda_error(rc: int) -> str:
 
 @dataclass
 class ChildReport:
+    """What the driver library (libcuda, NVML) answered in a child process, which may hang or crash."""
     library: str | None = None
     driver_cuda: int | None = None
     cu_init: int | None = None
@@ -248,6 +251,7 @@ def parse_child_output(text: str) -> ChildReport:
 
 @dataclass
 class Visibility:
+    """Which GPUs CUDA_VISIBLE_DEVICES leaves to torch."""
     indices: list[int] | None  # visible nvidia-smi indices; None when it cannot be worked out (UUIDs)
     note: str
 

@@ -28,6 +28,7 @@ class PEProblem(ValueError):
 
 @dataclass
 class PEInfo:
+    """One Windows PE file: machine, DLL or not, its imports and delay-load imports."""
     path: str
     machine: str  # "x86_64", "arm64", ...
     is_dll: bool

@@ -14,9 +14,11 @@ MARKERS = {"macos": ("libc10.dylib", "libtorch.dylib"), "windows": ("c10.dll", "
 
 def tree_system(host: Host, lib_dir: str) -> str | None:
     """'Darwin', 'Windows' or 'Linux' from the libraries in lib_dir; None when none is there."""
+    if any(host.exists(PurePath(lib_dir) / m) for m in MARKERS["linux"]):
+        return "Linux"  # the common case, without loading the Windows path rules
     from doctor.probe.platform_win import win_path
 
-    for name, system in (("linux", "Linux"), ("macos", "Darwin"), ("windows", "Windows")):
+    for name, system in (("macos", "Darwin"), ("windows", "Windows")):
         if any(host.exists(PurePath(win_path(host, lib_dir)) / m) for m in MARKERS[name]):
             return system
     return None
@@ -24,6 +26,7 @@ def tree_system(host: Host, lib_dir: str) -> str | None:
 
 @dataclass
 class PlatformTreeFacts:
+    """A macOS or Windows libtorch tree, read from its Mach-O / PE files."""
     system: str  # the tree's platform: "Darwin" | "Windows"
     host_system: str  # the machine running the doctor
     mac: object | None = None  # MacTreeFacts

@@ -54,6 +54,7 @@ def _join(folder: str, name: str) -> str:
 
 @dataclass
 class DllResolution:
+    """Where Windows would find one DLL, and through which rule."""
     image: str  # the DLL that imports it
     name: str
     path: str | None
@@ -63,6 +64,7 @@ class DllResolution:
 
 @dataclass
 class WinTreeFacts:
+    """A Windows libtorch tree: its DLLs and how they resolve."""
     lib_dir: str
     images: dict[str, PEInfo] = field(default_factory=dict)
     unreadable: dict[str, str] = field(default_factory=dict)
@@ -154,6 +156,7 @@ VSWHERE = r"C:\Program Files (x86)\Microsoft Visual Studio\Installer\vswhere.exe
 
 @dataclass
 class WinTools:
+    """The Windows build tools found: Visual Studio instances and cl.exe."""
     visual_studio: list[dict] = field(default_factory=list)  # {"name", "version", "path"} per instance
     cl_version: str | None = None  # "19.38.33134"
     cl_target: str | None = None  # "x64"

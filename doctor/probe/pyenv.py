@@ -33,6 +33,7 @@ MAX_OUTPUT = 1 << 20
 
 @dataclass
 class Package:
+    """An installed torch-family distribution."""
     name: str
     version: str
     installer: str  # "pip", "uv", "conda", "" (unknown)
@@ -41,6 +42,7 @@ class Package:
 
 @dataclass
 class PyEnvFacts:
+    """The Python environment as torch's collect_env reports it, read without importing torch."""
     python: str  # the interpreter inspected
     realpath: str
     version: str

@@ -14,6 +14,7 @@ from doctor.probe.versions import parse_version_py, pep440_release, split_local
 
 @dataclass
 class PythonTorch:
+    """The torch of the Python environment, read from its files."""
     location: str  # .../site-packages/torch
     version: str  # "2.13.0+cpu"
     base_version: str | None  # "2.13.0"; None when __version__ is not a PEP 440 version

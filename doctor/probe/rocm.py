@@ -30,6 +30,7 @@ UNUSABLE_STATES: tuple[str, ...] = (
 
 @dataclass
 class AmdGpu:
+    """One AMD GPU as ROCm reports it."""
     node: int  # KFD topology node
     gfx: str  # "gfx942"
     gfx_target_version: int  # 90402
@@ -44,6 +45,7 @@ class AmdGpu:
 
 @dataclass
 class RocmFacts:
+    """The ROCm stack and AMD GPUs, and how they were found."""
     present: bool = False
     gpus: list[AmdGpu] = field(default_factory=list)
     kfd: bool = False  # /dev/kfd exists

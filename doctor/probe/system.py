@@ -14,6 +14,7 @@ SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnn
 
 @dataclass
 class SystemFacts:
+    """The operating system, libc, CPU and memory."""
     os: str  # "Linux", "Darwin", "Windows"
     distribution: str | None
     kernel: str | None
@@ -34,6 +35,7 @@ class SystemFacts:
 
 @dataclass(frozen=True)
 class CpuInfo:
+    """The CPU's model and the instruction sets torch's kernels use."""
     model: str
     logical: int  # processor entries
     physical_cores: int | None  # distinct (physical id, core id), when the kernel says

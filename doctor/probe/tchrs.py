@@ -45,6 +45,7 @@ class CrateLock:
 
 @dataclass
 class TchResolution:
+    """The libtorch tch-rs would link here, and which rule of its build.rs chose it."""
     mode: str  # "pytorch" | "LIBTORCH" | "system" | "download" | "none"
     why: str
     prefix: str | None  # the LIBTORCH-like prefix (build-version is read there)

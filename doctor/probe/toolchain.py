@@ -16,6 +16,7 @@ FIRST_STANDARDS = 2  # probed at once with --version: a current compiler accepts
 
 @dataclass
 class Compiler:
+    """One C++ compiler: version and the newest -std it accepts."""
     name: str  # "g++", "clang++", or $CXX
     path: str
     version: str | None
@@ -26,6 +27,7 @@ class Compiler:
 
 @dataclass
 class Tool:
+    """A build tool (cmake, nvcc) and its version."""
     name: str
     path: str | None
     version: str | None
@@ -35,6 +37,7 @@ class Tool:
 
 @dataclass
 class ToolchainFacts:
+    """Compilers, build tools and the ABI/-std flags set in the environment."""
     compilers: list[Compiler]
     cmake: Tool
     nvcc: Tool
