@@ -95,6 +95,10 @@ def read_packages(host: Host, sys_path: list[str]) -> list[Package]:
         for name in host.listdir(entry):
             if not name.endswith(".dist-info"):
                 continue
+            # The directory is named after the normalised distribution name (`nvidia_nccl_cu12-2.21.5`):
+            # only a torch-family one has its METADATA read.
+            if not FAMILY.match(re.sub(r"[-_.]+", "-", name.split("-", 1)[0]).lower()):
+                continue
             base = PurePath(entry) / name
             text = host.read_text(base / "METADATA", limit=1 << 16) or ""
             meta = dict(m.groups() for m in re.finditer(r"^(Name|Version): *(.+?) *$", text.split("\n\n")[0], re.M))
