@@ -43,6 +43,7 @@ FINDINGS: dict[str, str] = {
     "dist.port-unreachable": "A firewall, security group or another network boundary closes MASTER_PORT between this node and rank 0's host",
     "dist.socket-ifname": '`GLOO_SOCKET_IFNAME` or `NCCL_SOCKET_IFNAME` names an interface this node does not have (nodes name their NICs differently: eth0, ens5, enP7s7), …',
     "dist.store-timeout": 'Some rank never reached the rendezvous store: a node was not started or crashed early, it cannot reach MASTER_ADDR:MASTER_PORT, or rank 0 was so …',
+    "dist.version-mismatch": 'The nodes of one job run different NCCL releases: another torch wheel on one node (each torch wheel carries its own NCCL), an `nvidia-nccl-cu*` …',
     "fleet.collective-failed": 'A collective returned other values than it must (exact small integers summed or gathered), or failed: broken transport, mismatched library …',
     "fleet.collective-skipped": 'The NCCL collectives need a CUDA build of torch with NCCL and a GPU on every rank; when one rank lacks either, they cannot run and only gloo is tested',
     "fleet.differs": 'The nodes of one job do not run the same software: another torch, libtorch, ABI, variant, driver or GPUs on one node',

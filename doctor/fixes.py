@@ -148,3 +148,22 @@ def conda_libstdcxx(lib: str) -> str:
     return (f"the conda environment's libstdc++ ({sh_paste(lib)}) is too old: conda install -c conda-forge "
             "'libstdcxx-ng>=13' (or put the system's newer libstdc++ first: "
             "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6)")
+
+
+def nccl_release(code: str | int) -> str:
+    """NCCL's integer version code as a release: 22703 → "2.27.3", 2708 → "2.7.8".
+
+    NCCL_VERSION(X, Y, Z) in nccl.h is X*1000 + Y*100 + Z up to 2.8 and X*10000 + Y*100 + Z from 2.9."""
+    n = int(code)
+    major, rest = divmod(n, 10000 if n >= 10000 else 1000)
+    return f"{major}.{rest // 100}.{rest % 100}"
+
+
+def same_versions_on_every_node(nccl: Sequence[str] = ()) -> str:
+    """Every rank of a job on one torch build and so one NCCL: the wording `doctor explain` gives a
+    log whose ranks disagree, for the nodes `doctor fleet` finds differing."""
+    seen = f" (this log shows NCCL {' and '.join(nccl)})" if nccl else ""
+    return ("install the same torch build on every node - each torch wheel carries its NCCL - and let no other libnccl "
+            "take its place there (a system libnccl2, an nvidia-nccl-cu* of another version, LD_LIBRARY_PATH)" + seen
+            + "; compare the nodes with python -c 'import torch; print(torch.__version__, torch.cuda.nccl.version())', "
+            "or run `doctor fleet` with the job's launcher: it names the nodes whose torch or NCCL differs")

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from doctor import fixes
+
 
 @dataclass(frozen=True)
 class Sign:
@@ -450,6 +452,27 @@ TABLE: tuple[Rule, ...] = (
 # Kept as one block at the end of the table: these are run-time failures of a multi-process
 # job, reported after the build and loader causes above.
 DISTRIBUTED: tuple[Rule, ...] = (
+    Rule(
+        "dist.version-mismatch",
+        "the ranks run different NCCL (torch) releases",
+        "Every rank of an NCCL communicator must run the same NCCL release; a node with another torch wheel (each "
+        "carries its NCCL), another nvidia-nccl-cu* package or a system libnccl first on LD_LIBRARY_PATH brings another "
+        "one. NCCL refuses the communicator when it sees the versions differ, and otherwise reads its peers' bootstrap "
+        "messages wrong.",
+        fixes.same_versions_on_every_node(),
+        (
+            sign(r"Mismatched NCCL version detected : rank (?P<rank_a>\d+) version (?P<nccl_a>\d+) "
+                 r"rank (?P<rank_b>\d+) version (?P<nccl_b>\d+)",
+                 "Mismatched NCCL version detected",
+                 "RuntimeError: Mismatched NCCL version detected : rank 1 version 22705 rank 0 version 22703"),
+            # Family 0 is an all-zero peer address: the bootstrap message came from a peer whose NCCL lays it out
+            # otherwise (NVIDIA/nccl#1267: 2.20.5 on one node, 2.19.3 on the others). Other families (1 = AF_UNIX,
+            # garbage numbers) come from other bugs and are not read here.
+            sign(r"ncclSocketInit: connecting to address +(?:\S+ +)?with family 0 is neither AF_INET",
+                 "with family 0 is neither AF_INET",
+                 "ncclSocketInit: connecting to address  with family 0 is neither AF_INET(2) nor AF_INET6(10)"),
+        ),
+    ),
     Rule(
         "nccl.system-error",
         "NCCL could not create its shared-memory segment",
