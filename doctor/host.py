@@ -24,6 +24,7 @@ DEFAULT_TIMEOUT = 5.0
 # What one command may print before the rest is dropped: real nvidia-smi/rocminfo/compiler
 # output is a few KiB; a looping tool must not fill the memory.
 OUTPUT_LIMIT = 1 << 20
+_ROOT = Path("/")
 
 
 @dataclass(frozen=True)
@@ -96,9 +97,16 @@ class Host:
         p = Path(path)
         if not p.is_absolute():
             p = self.cwd / p
-        if self.root == Path("/"):
+        if self.root == _ROOT:
             return p
         return self.root / p.relative_to(p.anchor)
+
+    def _fs_path(self, path: str | os.PathLike[str]) -> str:
+        """`real(path)` as a string, without pathlib for an absolute path on the real root: the
+        loader probe asks about thousands of directories of a long LD_LIBRARY_PATH."""
+        if isinstance(path, str) and path.startswith("/") and self.root == _ROOT:
+            return path
+        return str(self.real(path))
 
     # pathlib's predicates raise on a component over 255 bytes (ENAMETOOLONG) before Python
     # 3.12 swallows it; a path taken from the environment may be anything.
@@ -106,7 +114,7 @@ class Host:
         return _safely(lambda: self.real(path).exists())
 
     def is_dir(self, path: str | os.PathLike[str]) -> bool:
-        return _safely(lambda: self.real(path).is_dir())
+        return _safely(lambda: os.path.isdir(self._fs_path(path)))
 
     def is_file(self, path: str | os.PathLike[str]) -> bool:
         return _safely(lambda: self.real(path).is_file())
@@ -159,7 +167,7 @@ class Host:
         """The names in a directory, or None when it cannot be listed (missing, not a directory,
         no read permission): the loader probe tells an empty directory from an unreadable one."""
         try:
-            return os.listdir(self.real(path))
+            return os.listdir(self._fs_path(path))
         except (OSError, ValueError):
             return None
 
@@ -243,10 +251,10 @@ class Host:
         context value is the user-visible path; `host.real()` of it is what commands see."""
         import tempfile
 
-        base = Path(self.env.get("TMPDIR") or tempfile.gettempdir()) if self.root == Path("/") else Path("/tmp")
+        base = Path(self.env.get("TMPDIR") or tempfile.gettempdir()) if self.root == _ROOT else Path("/tmp")
         real_base = self.real(base)
         try:
-            if self.root != Path("/"):
+            if self.root != _ROOT:
                 real_base.mkdir(parents=True, exist_ok=True)
             real = Path(tempfile.mkdtemp(prefix=prefix, dir=real_base))
         except (OSError, ValueError) as exc:
@@ -268,7 +276,7 @@ class Host:
         interpreter asked about is the one running the doctor: a second Python costs ~150 ms of
         CPU, the largest single cost of `check` (issue 19). None for any other interpreter or a
         test root. `path` drops what -I drops: the script's directory, PYTHONPATH, user site."""
-        if self.root != Path("/") or not self.python or self.python != sys.executable:
+        if self.root != _ROOT or not self.python or self.python != sys.executable:
             return None
         import site
 
@@ -450,7 +458,7 @@ def _child_env(host: Host) -> dict[str, str]:
     runs a dozen commands). Empty entries (the current directory) and directories that
     cannot be listed stay. Only on the real file system: a test host's paths are not real."""
     value = host.env.get("LD_LIBRARY_PATH")
-    if not value or host.root != Path("/") or value.count(":") < 16:
+    if not value or host.root != _ROOT or value.count(":") < 16:
         return dict(host.env)
     key = (id(host.env), value)
     env = _CHILD_ENV.get(key)

@@ -71,6 +71,8 @@ class DirIndex:
         self.unlistable: list[int] = []
         self.dirs = dirs
         for i, d in enumerate(dirs):
+            if not d:
+                continue  # an empty entry: the loader's own business (the current directory), not listed here
             names = _listing(host, d, seen)
             if names is None:
                 self.unlistable.append(i)
@@ -104,7 +106,7 @@ def dirs_holding(host: Host, dirs: list[str], name: str, ld_cache: dict) -> list
     """The directories among `dirs` (in order) that hold `name`, each directory listed once per run."""
     if "/" in name:
         return [d for d in dirs if d and host.exists(PurePath(d) / name)]
-    dirs_key = tuple(d for d in dirs if d)
+    dirs_key = tuple(dirs)
     if isinstance(ld_cache, LoaderCache):
         index = ld_cache.indexes.get(dirs_key)
         if index is None:
