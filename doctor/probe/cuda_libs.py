@@ -92,12 +92,12 @@ def parse_metadata(text: str) -> tuple[str | None, str | None, list[str]]:
 
 def expectations(requires: list[str], source: str) -> list[Expectation]:
     """The nvidia-* pins among Requires-Dist lines (markers are kept out: the wheel is installed here)."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
     out = []
     for line in requires:
         if line.lstrip()[:7].lower() not in ("nvidia-", "nvidia_", "nvidia."):
-            continue  # torch's other requirements (sympy, jinja2, …): no need to parse them
+            continue  # torch's other requirements (sympy, jinja2, …): not even packaging is imported for them
+        from packaging.requirements import InvalidRequirement, Requirement
+
         try:
             req = Requirement(line)
         except InvalidRequirement:
