@@ -183,12 +183,13 @@ class _Sink:
     to a thread that runs `update` while the caller walks and reads on.
 
     sha256 and os.readv both release the GIL for large buffers, so the hashing of one chunk
-    and the reading of the next run on two CPUs; the Python work per file (open, fstat,
-    framing) runs while a large buffer is being hashed. Large files are read into a few
-    recycled buffers (`buffer` / `filled`); everything else is handed over as a bytes-like
-    object the caller no longer touches (`block`)."""
+    and the reading of the next run on two CPUs. Large files are read into a few recycled
+    buffers (`buffer` / `filled`); everything else is handed over as a bytes-like object the
+    caller no longer touches (`block`). Both are bounded: the walker waits when the hasher
+    is `_BUFFERS` chunks or `_BLOCKS` blocks behind."""
 
     _BUFFERS = 4
+    _BLOCKS = 8
 
     def __init__(self, update: Callable[[bytes], object], overlap: bool) -> None:
         self._update = update
@@ -203,30 +204,29 @@ class _Sink:
         self._free: queue.SimpleQueue = queue.SimpleQueue()
         for _ in range(self._BUFFERS):
             self._free.put(bytearray(CHUNK))
+        self._slots = threading.BoundedSemaphore(self._BLOCKS)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="nar-sha256", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        update, free = self._update, self._free
+        update = self._update
         while (item := self._queue.get()) is not None:
             try:
-                if type(item) is tuple:  # (recycled buffer, bytes in it)
-                    buf, n = item
-                    if self._error is None:
-                        update(memoryview(buf)[:n])
-                    free.put(buf)
-                elif self._error is None:
-                    update(item)
+                if self._error is None:
+                    update(memoryview(item[0])[:item[1]] if type(item) is tuple else item)
             except BaseException as exc:  # keep draining: the walker must never wait forever
                 self._error = exc
-                if type(item) is tuple:
-                    free.put(item[0])
+            if type(item) is tuple:  # (recycled buffer, bytes in it)
+                self._free.put(item[0])
+            else:
+                self._slots.release()
 
     def block(self, data: bytes | bytearray) -> None:
         if self._thread is None:
             self._update(data)
         else:
+            self._slots.acquire()
             self._queue.put(data)
 
     def buffer(self) -> bytearray:
