@@ -14,7 +14,6 @@ import importlib
 import importlib.util
 import os
 import sys
-import traceback
 
 import click
 
@@ -87,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     except DoctorError as exc:
         return _fail(args, exc.exit_code, exc.id, exc.message, exc.hint)
     except Exception:  # the doctor itself crashed: say so, keep the details, and how to report it
+        import traceback  # only here: importing it costs a few ms of every start
+
         text = traceback.format_exc()
         where = write_crash_report(text, args)
         _say(text)
