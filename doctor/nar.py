@@ -152,8 +152,8 @@ def nar_hash(path: str | os.PathLike[str], exclude_top: Iterable[str] = (), over
 
     `exclude_top` names entries directly under a directory `path` to leave out (the
     install record and `.ok` marker that fetch-libtorch adds to a tree). `overlap`: hash in a
-    second thread while this one walks and reads (default: when this process may use two
-    CPUs); the digest is the same either way.
+    second thread while this one walks and reads (default: when a second CPU is idle); the
+    digest is the same either way.
     """
     h = hashlib.sha256()
     p = Path(path)
@@ -163,7 +163,7 @@ def nar_hash(path: str | os.PathLike[str], exclude_top: Iterable[str] = (), over
         _dump_node(p, st, h.update)
         return sri(h.digest())
     skip = {os.fsencode(n) for n in exclude_top}
-    sink = _Sink(h.update, _two_cpus() if overlap is None else overlap)
+    sink = _Sink(h.update, _spare_cpu() if overlap is None else overlap)
     try:
         _dump_tree(os.fsencode(p), sink, skip)
     finally:
@@ -171,11 +171,20 @@ def nar_hash(path: str | os.PathLike[str], exclude_top: Iterable[str] = (), over
     return sri(h.digest())
 
 
-def _two_cpus() -> bool:
+def _spare_cpu() -> bool:
+    """Whether a second thread would run beside this one: the process may use two CPUs and
+    the 1-minute load average (this process counts as about one) leaves one idle. On a busy
+    machine the hand-offs between the threads cost more than the overlap saves
+    (docs/performance.md, "verify"); the digest is the same either way."""
     try:
-        return len(os.sched_getaffinity(0)) > 1
+        cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # macOS: no affinity call
-        return (os.cpu_count() or 1) > 1
+        cpus = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # Windows; no /proc/loadavg
+        load = 0.0
+    return cpus > 1 and load < cpus - 0.5
 
 
 class _Sink:
