@@ -1,3 +1,3 @@
-from doctor.cli import main
+from doctor.cli import run
 
-raise SystemExit(main())
+run()

@@ -132,12 +132,28 @@ class NarWriter:
 
 # -- trees on disk --
 
+# The NAR framing of a directory entry as whole byte strings, appended to one buffer: the
+# 9,431 headers of a libtorch tree cost ~40 sha256 update calls, not ~10 each.
+_ENTRY_NAME = _ENTRY + _OPEN + _NAME
+_DIR_NODE = _NODE + _OPEN + _TYPE + _DIRECTORY
+_LINK_NODE = _NODE + _OPEN + _TYPE + _SYMLINK + _TARGET
+_FILE_NODE = _NODE + _OPEN + _TYPE + _REGULAR + _CONTENTS
+_EXEC_NODE = _NODE + _OPEN + _TYPE + _REGULAR + _EXECUTABLE + _EMPTY + _CONTENTS
+_END = _CLOSE + _CLOSE  # closes a node and its entry
+_PAD = [b"\0" * ((8 - i) % 8) for i in range(8)]
+_SIZE = struct.Struct("<Q").pack
+SMALL = 64 << 10  # files up to this size are read whole, and hashed together with the framing
+_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+               | getattr(os, "O_CLOEXEC", 0))
 
-def nar_hash(path: str | os.PathLike[str], exclude_top: Iterable[str] = ()) -> str:
+
+def nar_hash(path: str | os.PathLike[str], exclude_top: Iterable[str] = (), overlap: bool | None = None) -> str:
     """SRI sha256 of the NAR of `path` (a directory, file or symlink), as Nix computes it.
 
     `exclude_top` names entries directly under a directory `path` to leave out (the
-    install record and `.ok` marker that fetch-libtorch adds to a tree).
+    install record and `.ok` marker that fetch-libtorch adds to a tree). `overlap`: hash in a
+    second thread while this one walks and reads (default: when a second CPU is idle); the
+    digest is the same either way.
     """
     h = hashlib.sha256()
     p = Path(path)
@@ -146,63 +162,183 @@ def nar_hash(path: str | os.PathLike[str], exclude_top: Iterable[str] = ()) -> s
         h.update(_str(MAGIC))
         _dump_node(p, st, h.update)
         return sri(h.digest())
-    writer = NarWriter(h.update)
     skip = {os.fsencode(n) for n in exclude_top}
-    _dump_tree(os.fsencode(p), writer, skip)
-    writer.finish()
+    sink = _Sink(h.update, _spare_cpu() if overlap is None else overlap)
+    try:
+        _dump_tree(os.fsencode(p), sink, skip)
+    finally:
+        sink.close()
     return sri(h.digest())
 
 
-def _dump_tree(root: bytes, writer: NarWriter, skip: set[bytes]) -> None:
-    """Everything under `root` into `writer`, depth-first with siblings sorted by name bytes:
-    exactly NAR order. An explicit stack of sorted sibling lists, not recursion (a tree
+def _spare_cpu() -> bool:
+    """Whether a second thread would run beside this one: the process may use two CPUs and
+    the 1-minute load average (this process counts as about one) leaves one idle. On a busy
+    machine the hand-offs between the threads cost more than the overlap saves
+    (docs/performance.md, "verify"); the digest is the same either way."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS: no affinity call
+        cpus = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # Windows; no /proc/loadavg
+        load = 0.0
+    return cpus > 1 and load < cpus - 0.5
+
+
+class _Sink:
+    """Where the NAR bytes go, in order: straight into `update`, or (overlap) through a queue
+    to a thread that runs `update` while the caller walks and reads on.
+
+    sha256 and os.readv both release the GIL for large buffers, so the hashing of one chunk
+    and the reading of the next run on two CPUs. Large files are read into a few recycled
+    buffers (`buffer` / `filled`); everything else is handed over as a bytes-like object the
+    caller no longer touches (`block`). Both are bounded: the walker waits when the hasher
+    is `_BUFFERS` chunks or `_BLOCKS` blocks behind."""
+
+    _BUFFERS = 4
+    _BLOCKS = 8
+
+    def __init__(self, update: Callable[[bytes], object], overlap: bool) -> None:
+        self._update = update
+        self._thread = None
+        if not overlap:
+            self._own = bytearray(CHUNK)
+            return
+        import queue
+        import threading
+
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._free: queue.SimpleQueue = queue.SimpleQueue()
+        for _ in range(self._BUFFERS):
+            self._free.put(bytearray(CHUNK))
+        self._slots = threading.BoundedSemaphore(self._BLOCKS)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="nar-sha256", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        update = self._update
+        while (item := self._queue.get()) is not None:
+            try:
+                if self._error is None:
+                    update(memoryview(item[0])[:item[1]] if type(item) is tuple else item)
+            except BaseException as exc:  # keep draining: the walker must never wait forever
+                self._error = exc
+            if type(item) is tuple:  # (recycled buffer, bytes in it)
+                self._free.put(item[0])
+            else:
+                self._slots.release()
+
+    def block(self, data: bytes | bytearray) -> None:
+        if self._thread is None:
+            self._update(data)
+        else:
+            self._slots.acquire()
+            self._queue.put(data)
+
+    def buffer(self) -> bytearray:
+        return self._own if self._thread is None else self._free.get()
+
+    def filled(self, buf: bytearray, n: int) -> None:
+        if self._thread is None:
+            self._update(memoryview(buf)[:n])
+        else:
+            self._queue.put((buf, n))
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            if self._error is not None:
+                raise self._error
+
+
+def _dump_tree(root: bytes, sink: _Sink, skip: set[bytes]) -> None:
+    """The NAR of the directory `root` into `sink`: depth-first, siblings sorted by name bytes
+    (exactly NAR order). An explicit stack of sorted sibling lists, not recursion (a tree
     thousands of levels deep cannot exhaust the stack).
 
     Speed (`fetch-libtorch --verify` against `nix-hash`, docs/performance.md): scandir's file
-    types spare an lstat per directory and symlink; a file is opened once, sized with fstat
-    and read with os.read into one reused buffer: no Python file object per file."""
-    buf = bytearray(CHUNK)
-    view = memoryview(buf)
-    top = sorted((e for e in _scan(root) if e.name not in skip), key=_name, reverse=True)
-    stack: list[tuple[Path_, list[os.DirEntry]]] = [((), top)]
+    types spare an lstat per directory and symlink; a file is opened once and sized with
+    fstat; a small one is read with one os.read and joins the framing in one buffer, hashed a
+    megabyte at a time; a large one is read with os.readv into recycled buffers."""
+    out = bytearray(_str(MAGIC) + _OPEN + _TYPE + _DIRECTORY)
+    stack = [[e for e in _scan(root) if e.name not in skip]]
     while stack:
-        prefix, pending = stack[-1]
+        pending = stack[-1]
         if not pending:
             stack.pop()
+            out += _END if stack else _CLOSE  # a directory's node and entry; the root's node
             continue
         entry = pending.pop()
-        rel = prefix + (entry.name,)
+        out += _ENTRY_NAME
+        out += _str(entry.name)
         if entry.is_dir(follow_symlinks=False):
-            writer.directory(rel)
-            stack.append((rel, sorted(_scan(entry.path), key=_name, reverse=True)))
+            out += _DIR_NODE
+            stack.append(_scan(entry.path))
         elif entry.is_symlink():
-            writer.symlink(rel, os.readlink(entry.path))
+            out += _LINK_NODE
+            out += _str(os.readlink(entry.path))
+            out += _END
         elif entry.is_file(follow_symlinks=False):
-            _dump_file(entry.path, rel, writer, buf, view)
+            out = _dump_file(entry.path, out, sink)
         else:
             raise ValueError(f"{os.fsdecode(entry.path)}: Nix archives hold only files, directories and symlinks")
+        if len(out) >= CHUNK:
+            sink.block(out)
+            out = bytearray()
+    sink.block(out)
 
 
 def _scan(path: bytes) -> list[os.DirEntry]:
+    """The entries of a directory, sorted by name in reverse (popped from the end: in order)."""
     with os.scandir(path) as it:
-        return list(it)
+        entries = list(it)
+    entries.sort(key=_name, reverse=True)
+    return entries
 
 
 def _name(entry: os.DirEntry) -> bytes:
     return entry.name
 
 
-def _dump_file(path: bytes, rel: Path_, writer: NarWriter, buf: bytearray, view: memoryview) -> None:
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-                 | getattr(os, "O_CLOEXEC", 0))
+def _dump_file(path: bytes, out: bytearray, sink: _Sink) -> bytearray:
+    """A regular file's node: appended to `out` when small; else `out` is handed to `sink`
+    first and the contents follow in chunks. Exactly the size fstat gave is read, as Nix does;
+    a file that shrinks meanwhile is an error. Returns the buffer to go on appending to."""
+    fd = os.open(path, _OPEN_FLAGS)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):  # replaced by something else since it was listed
             raise ValueError(f"{os.fsdecode(path)}: Nix archives hold only files, directories and symlinks")
-        feed = writer.file(rel, st.st_size, bool(st.st_mode & stat.S_IXUSR))
-        while n := os.readv(fd, [buf]):
-            feed(view[:n])
-        writer.end_file()
+        size = st.st_size
+        out += _EXEC_NODE if st.st_mode & stat.S_IXUSR else _FILE_NODE
+        out += _SIZE(size)
+        if size <= SMALL:
+            data = os.read(fd, size) if size else b""
+            while len(data) < size:  # a short read: rare on a regular file, but allowed
+                more = os.read(fd, size - len(data))
+                if not more:
+                    raise ValueError(f"{os.fsdecode(path)}: the file shrank while it was read")
+                data += more
+            out += data
+        else:
+            sink.block(out)
+            out = bytearray()
+            left = size
+            while left:
+                buf = sink.buffer()
+                n = os.readv(fd, [memoryview(buf)[:left]] if left < len(buf) else [buf])
+                if not n:
+                    sink.filled(buf, 0)  # give the buffer back
+                    raise ValueError(f"{os.fsdecode(path)}: the file shrank while it was read")
+                sink.filled(buf, n)
+                left -= n
+        out += _PAD[size % 8]
+        out += _END
+        return out
     finally:
         os.close(fd)
 

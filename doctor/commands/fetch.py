@@ -74,7 +74,6 @@ def command(version, variant, abi, platform, debug, channel, url, archive, from_
             unlisted, dest, sha256, lock, no_lock, update_lock, force, verify_tree, offline, keep_archive,
             allow_http, retries, timeout, backoff, dry_run, as_json, quiet, emit_fmt=None) -> int:
     """Download, verify and install the libtorch that matches this machine."""
-    from doctor.commands._output import print_result
     from doctor.errors import UsageError
     from doctor.fetch.pipeline import FetchOptions, fetch
     from doctor.fetch.plan import FetchRequest, resolve_plan
@@ -92,6 +91,8 @@ def command(version, variant, abi, platform, debug, channel, url, archive, from_
     plan = resolve_plan(host, req, gpu_facts=lambda: machine_gpu_facts(host))
     if dry_run:
         if as_json:
+            from doctor.commands._output import print_result
+
             return print_result("fetch-libtorch", {"action": "dry-run", "plan": plan.describe()})
         else:
             click.echo(_plan_text(plan))
@@ -105,6 +106,8 @@ def command(version, variant, abi, platform, debug, channel, url, archive, from_
                         keep_archive=keep_archive, retries=retries, backoff=backoff, timeout=timeout)
     outcome = fetch(host, plan, opts, log)
     if as_json:
+        from doctor.commands._output import print_result  # here: a plain fetch needs none of doctor.model
+
         return print_result("fetch-libtorch", {
             "action": outcome.action, "dest": str(outcome.dest), "lock": outcome.lock,
             "lock_file": str(plan.lock_path) if plan.lock_path else None,

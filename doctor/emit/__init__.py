@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from doctor.errors import DoctorError, UsageError
 from doctor.host import Host
-from doctor.emit.setenv import default_shell
 
 if TYPE_CHECKING:
     from doctor.probe.libtorch import LibtorchInstall
@@ -115,6 +114,8 @@ def emit_to(
 
         return b"", write(install, host)
     text = emit_text(fmt, host=host, shell=shell, install=install, **options)
+    from doctor.emit.setenv import default_shell  # here: `fetch-libtorch` imports this package for FORMATS
+
     data = _encode(text, fmt, shell or (default_shell(host) if fmt == "setenv" else None))
     if output is None:
         return data, []

@@ -1,7 +1,7 @@
 """fetch-libtorch: catalog + facts → Plan → archive → install (tree + record).
 
 plan.py resolves what to fetch and where (nothing touched); pipeline.py runs one fetch
-(`fetch()`: the per-destination lock, already-installed, may-we-replace, lock recording);
+(`fetch()`: the per-destination lock (guard.py), already-installed, may-we-replace, lock recording);
 source.py gets the archive (download.py streams a URL: resume, retries, redirects checked
 one by one; a local --archive; wheel.py's `pip download`); install.py unpacks it beside the
 destination (extract.py: like unzip, safely, NAR hash in the same pass), checks it and swaps

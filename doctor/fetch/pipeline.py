@@ -1,6 +1,6 @@
 """fetch-libtorch's pipeline: one fetch at a time per destination, verified, atomic.
 
-1. take `<parent>/.<name>.lock` (filelock) — a second fetch waits, then finds the work done;
+1. take `<parent>/.<name>.lock` (guard.py: flock) — a second fetch waits, then finds the work done;
 2. if the destination already holds this libtorch (install record matches; lock agrees),
    stop: nothing to do (also where nothing can be written: a read-only tree with --offline);
 3. refuse to replace anything but a tree the doctor installed (destination.py);
@@ -89,7 +89,7 @@ def fetch(host: Host, plan: Plan, opts: FetchOptions, log: Callable[[str], None]
 def _take_guard(dest: Path, log):
     """The per-destination file lock; None where the parent cannot be written (then only an
     already-installed tree can succeed, which needs no write)."""
-    from filelock import FileLock, Timeout
+    from doctor.fetch.guard import take
 
     parent = dest.parent
     try:
@@ -98,16 +98,13 @@ def _take_guard(dest: Path, log):
         if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) and parent.is_dir():
             return None
         raise os_error(exc, "create", parent) from exc
-    guard = FileLock(str(parent / f".{dest.name}.lock"))
+    path = parent / f".{dest.name}.lock"
     try:
-        guard.acquire(timeout=0.05)
-    except Timeout:
-        log(f"another fetch is installing into {dest}; waiting for it")
-        guard.acquire()
+        guard = take(path, lambda: log(f"another fetch is installing into {dest}; waiting for it"))
     except OSError as exc:
         if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
             return None
-        raise os_error(exc, "take the install lock in", parent) from exc
+        raise os_error(exc, "take the install lock", path) from exc
     return guard
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import subprocess
 import zipfile
 from pathlib import Path
+
+import pytest
 
 from testsupport.fetch_helpers import libtorch_zip, nix_hash_sri
 from hypothesis import HealthCheck, given, settings
@@ -116,3 +119,43 @@ def test_random_trees_hash_like_nix(tmp_path_factory, spec):
         single_top = bool(zf.namelist())
     if single_top:
         assert nar_hash_zip(z) == nar_hash(root)
+
+
+def sized_tree(root: Path) -> Path:
+    """Files on both sides of the sizes where the reader changes its way: empty, whole-read
+    small files (up to nar.SMALL), chunked large ones (around nar.CHUNK), and enough small
+    files that their framing fills more than one hashed block."""
+    from doctor import nar
+
+    root.mkdir()
+    sizes = [0, 1, 7, 8, 9, nar.SMALL - 1, nar.SMALL, nar.SMALL + 1, nar.CHUNK - 1, nar.CHUNK, nar.CHUNK + 1,
+             2 * nar.CHUNK + 7]
+    for i, size in enumerate(sizes):
+        p = root / f"f{i:02d}-{size}"
+        p.write_bytes(hashlib.shake_256(str(size).encode()).digest(size))
+        os.chmod(p, 0o755 if i % 2 else 0o644)
+    many = root / "many"
+    many.mkdir()
+    for i in range(300):  # 300 x 4 KiB: the framing and contents fill 1 MiB blocks
+        (many / f"h{i:03d}.h").write_bytes(hashlib.shake_256(b"%d" % i).digest(4096))
+    os.symlink("many/h000.h", root / "link")
+    return root
+
+
+def test_large_and_small_files_hash_like_nix_with_and_without_the_hashing_thread(tmp_path):
+    root = sized_tree(tmp_path / "t")
+    expected = nix_hash_sri(root)
+    assert nar_hash(root, overlap=False) == expected
+    assert nar_hash(root, overlap=True) == expected
+
+
+def test_a_fifo_in_the_tree_is_an_error_and_the_hashing_thread_ends(tmp_path):
+    import threading
+
+    root = sized_tree(tmp_path / "t")
+    os.mkfifo(root / "many" / "zz-fifo")  # after large files and a full block: the thread is busy
+    before = threading.active_count()
+    for overlap in (False, True):
+        with pytest.raises(ValueError, match="zz-fifo: Nix archives hold only files"):
+            nar_hash(root, overlap=overlap)
+        assert threading.active_count() == before
