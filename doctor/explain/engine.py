@@ -15,12 +15,17 @@ Speed and safety (docs/performance.md, docs/security.md):
 
 from __future__ import annotations
 
+import heapq
 import re
+from collections import Counter
 from collections.abc import Iterable
+from functools import partial
+from itertools import accumulate
+from operator import attrgetter
 from dataclasses import dataclass, field
 
 from doctor.explain.advisors import advise
-from doctor.explain.normalise import clean_line, wrap_candidate
+from doctor.explain.normalise import PREFIXES_BYTES, clean_line, may_start_in_prefix, wrap_candidate
 from doctor.explain.patterns import ORDER, RULES, TABLE, Rule, Sign
 from doctor.formats import clip
 from doctor.model import Evidence, Finding, Level
@@ -28,6 +33,11 @@ from doctor.model import Evidence, Finding, Level
 MAX_LINE = 4000  # a line longer than this (bytes) is cut before regexes see it
 SHOWN = 5  # proving lines shown per finding; the rest are counted
 _CACHE_LIMIT = 4096  # distinct hit lines remembered; identical lines are matched once
+FULL_HITS = 20  # an id's first hits kept whole: the report's evidence is its first 20 lines...
+FULL_TRIGGERS = SHOWN  # ...and its first 5 triggering ones; later lines are counted (collect)
+CHUNK = 1 << 18  # bytes a step of collect reads (whole lines)
+DENSE = 256  # needle lines in a chunk that make collect read the next chunk line by line
+_KEYS_LIMIT = 1 << 17  # distinct dense lines remembered
 
 
 def _needle_table() -> tuple[dict[bytes, tuple[Sign, ...]], dict[int, tuple[int, Rule]], list[bytes]]:
@@ -93,6 +103,7 @@ class Match:
     hits: list[Hit] = field(default_factory=list)
     folded: list[Match] = field(default_factory=list)  # consequences this cause explains
     chosen_by: str = ""  # for a look-alike pair: which evidence chose this id (settle)
+    more: int = 0  # triggering lines counted but not kept in `hits` (collect: the report counts them)
 
     @property
     def triggers(self) -> list[Hit]:
@@ -158,13 +169,18 @@ def _mend(data: bytes, start: int, end: int, lineno: int, probe: str, signs: lis
 def scan(data: bytes | str) -> list[Hit]:
     """All lines that match a sign, in log order. `data` should be normalised."""
     data = to_bytes(data)
-    hits: list[Hit] = []
-    cache: dict[tuple, tuple[str, list[tuple[str, dict[str, str], bool]]]] = {}
-    lineno, counted = 1, 0
+    return [Hit(rule, at, line, dict(groups), trigger)
+            for at, line, found in _needle_lines(data, 0, len(data), 1, {}) for rule, groups, trigger in found]
+
+
+def _needle_lines(data: bytes, begin: int, stop_at: int, lineno: int, cache: dict):
+    """(line number, line, matches) for each line of data[begin:stop_at] that a sign matches;
+    `begin` is a line start and `lineno` its number."""
+    counted = begin
     start = end = -1
     signs: dict[int, Sign] = {}
 
-    def flush() -> None:
+    def flush():
         nonlocal lineno, counted
         lineno += data.count(b"\n", counted, start)
         counted = start
@@ -180,17 +196,16 @@ def scan(data: bytes | str) -> list[Hit]:
         at = lineno
         if not found:  # a terminal may have broken the message: try the line joined to a neighbour
             probe, at, found = _mend(data, start, end, lineno, probe, [signs[k] for k in sorted(signs)])
-        if found:
-            line = probe.strip()
-            for rule, groups, trigger in found:
-                hits.append(Hit(rule, at, line, dict(groups), trigger))
+        return at, probe.strip(), found
 
     signs_of = _SIGNS_OF
-    for m in automaton().finditer(data):
+    for m in automaton().finditer(data, begin, stop_at):
         pos, stop = m.span()
         if pos >= end:  # a needle on a new line
             if signs:
-                flush()
+                at, line, found = flush()
+                if found:
+                    yield at, line, found
             start = data.rfind(b"\n", 0, pos) + 1
             end = data.find(b"\n", pos)
             if end == -1:
@@ -201,8 +216,259 @@ def scan(data: bytes | str) -> list[Hit]:
         for sign in signs_of[data[pos:stop]]:
             signs[_RANK[id(sign)][0]] = sign
     if signs:
-        flush()
-    return hits
+        at, line, found = flush()
+        if found:
+            yield at, line, found
+
+
+class _Ledger:
+    """Hits grouped by id the way `group` groups them (a line triggers an id once), built while
+    the log is read: an id's first FULL_HITS hits and FULL_TRIGGERS triggering lines are kept
+    whole; after that, a dense stretch of the log only counts its lines (`more`) and keeps, for
+    each distinct line text, its first and last occurrence (`late`), so that every value a
+    named group took, and the last one, are still there for the advice."""
+
+    def __init__(self) -> None:
+        self.hits: dict[str, list[Hit]] = {}
+        self.late: dict[str, list[Hit]] = {}
+        self.triggered: set[tuple[str, int]] = set()
+        self.ntrig: Counter[str] = Counter()
+        self.more: Counter[str] = Counter()
+        # dense state: keys seen, line number of a key's first kept occurrence, of its last one
+        self.seen: set[bytes] = set()
+        self.first_at: dict[bytes, int] = {}
+        self.last_at: dict[bytes, tuple[int, tuple]] = {}
+        self.prev_counted: bytes | None = None  # key of the line before the chunk, when only counted
+
+    def add(self, rule: str, at: int, line: str, groups: dict[str, str], trigger: bool) -> None:
+        if trigger:
+            key = (rule, at)
+            if key in self.triggered:
+                return
+            self.triggered.add(key)
+            self.ntrig[rule] += 1
+        self.hits.setdefault(rule, []).append(Hit(rule, at, line, dict(groups), trigger))
+
+    def needy(self, rule: str, trigger: bool) -> bool:
+        """Does this id still need a line of this kind in full?"""
+        return len(self.hits.get(rule, ())) < FULL_HITS or (trigger and self.ntrig[rule] < FULL_TRIGGERS)
+
+    def represent(self, at: int, line: str, entries: tuple) -> None:
+        """A counted line kept after all, as the representative of its text."""
+        for rule, groups, trigger in entries:
+            self.late.setdefault(rule, []).append(Hit(rule, at, line, dict(groups), trigger))
+            if trigger:
+                self.more[rule] -= 1
+
+    def forget(self) -> None:
+        """Keep the last occurrences remembered so far, then start remembering afresh (memory bound)."""
+        for key, (at, result) in self.last_at.items():
+            if self.first_at.get(key) != at:
+                self.represent(at, result[1], result[2])
+        self.seen.clear()
+        self.first_at.clear()
+        self.last_at.clear()
+
+    def matches(self) -> dict[str, Match]:
+        self.forget()
+        out = {}
+        for rule, hits in self.hits.items():
+            late = self.late.get(rule)
+            if late:
+                hits = list(heapq.merge(hits, sorted(late, key=attrgetter("lineno")), key=attrgetter("lineno")))
+            if any(h.trigger for h in hits):
+                out[rule] = Match(RULES[rule], hits, more=self.more[rule])
+        for rule, late in self.late.items():  # an id whose every line came after a full stretch: none
+            if rule not in self.hits and any(h.trigger for h in late):
+                out[rule] = Match(RULES[rule], sorted(late, key=attrgetter("lineno")), more=self.more[rule])
+        return out
+
+
+_NO_NEEDLE = (0, "", (), frozenset())
+_KEY = partial(PREFIXES_BYTES.sub, b"\n")  # a prefixed line's key: "\n" + what follows its prefixes
+_STRADDLERS: tuple[bytes, ...] | None = None
+
+
+def _straddlers() -> tuple[bytes, ...]:
+    global _STRADDLERS
+    if _STRADDLERS is None:
+        _STRADDLERS = tuple(n for n in NEEDLES if may_start_in_prefix(n))
+    return _STRADDLERS
+
+
+def _key_result(key: bytes) -> tuple:
+    """What one line means, from its key: (0, ...) no needle; (1, line, entries, triggered ids);
+    (2, probe, signs, ()) needles but no match (each occurrence tries its neighbours).
+
+    A key "\\n" + rest stands for any line of runner prefixes followed by rest: the prefixes are
+    ASCII, no needle can begin in them (the dense path checks the few that could), so the needles
+    are rest's, and the line as the regexes read it is rest after what `clean_line` would strip
+    from there on; "> " + rest gives exactly that.
+    """
+    if key[:1] == b"\n":
+        text = key[1:]
+        probe = clean_line("> " + text.decode("utf-8", "replace"))
+    else:
+        text = key
+        probe = clean_line(text.decode("utf-8", "replace"))
+    signs: dict[int, Sign] = {}
+    for m in automaton().finditer(text):
+        for sign in _SIGNS_OF[m.group()]:
+            signs[_RANK[id(sign)][0]] = sign
+    if not signs:
+        return _NO_NEEDLE
+    ordered = [signs[k] for k in sorted(signs)]
+    found = _match_line(probe, ordered)
+    if not found:
+        return (2, probe, tuple(ordered), frozenset())
+    entries, triggered = [], set()
+    for rule, groups, trigger in found:  # a line triggers an id once (as group)
+        if trigger:
+            if rule in triggered:
+                continue
+            triggered.add(rule)
+        entries.append((rule, groups, trigger))
+    return (1, probe.strip(), tuple(entries), frozenset(triggered))
+
+
+def _dense(data: bytes, begin: int, stop_at: int, base: int, led: _Ledger, results: dict) -> int | None:
+    """Read data[begin:stop_at] (whole lines, the first numbered `base`) line by line at C speed:
+    lines are split, keyed, counted and matched once per distinct key. Returns the number of
+    needle lines, or None when the chunk must be read the sparse way (a line over MAX_LINE)."""
+    chunk = data[begin:stop_at]
+    lines = chunk.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    if not lines or max(map(len, lines)) > MAX_LINE:
+        return None
+    keys = list(map(_KEY, lines))
+    # A needle that could begin inside a prefix: where it does, that line keeps its raw key.
+    for needle in _straddlers():
+        q = chunk.find(needle)
+        index, counted_to = 0, 0
+        while q != -1:
+            ls = chunk.rfind(b"\n", 0, q) + 1
+            index += chunk.count(b"\n", counted_to, ls)
+            counted_to = ls
+            m = PREFIXES_BYTES.match(lines[index])
+            if m and q - ls < m.end():
+                keys[index] = lines[index]
+            q = chunk.find(needle, q + 1)
+    if len(results) > _KEYS_LIMIT:
+        results.clear()
+    counts = Counter(keys)
+    needy: set[tuple[str, bool]] = set()
+    hot: set[bytes] = set()
+    needles = 0
+    for key, n in counts.items():
+        result = results.get(key)
+        if result is None:
+            result = results[key] = _key_result(key)
+        kind = result[0]
+        if kind:
+            needles += n
+        if kind == 2:
+            hot.add(key)
+        elif kind == 1:
+            for rule, _, trigger in result[2]:
+                if led.needy(rule, trigger):
+                    needy.add((rule, trigger))
+                    hot.add(key)
+    full: Counter[bytes] = Counter()
+    last_full = -2
+    if hot:
+        offsets = None
+        for i, key in enumerate(keys):
+            if key not in hot:
+                continue
+            result = results[key]
+            at = base + i
+            prev = led.prev_counted if i == 0 else None if last_full == i - 1 else keys[i - 1]
+            last_full = i
+            full[key] += 1
+            led.seen.add(key)
+            if result[0] == 2:
+                if offsets is None:
+                    offsets = list(accumulate((len(x) + 1 for x in lines), initial=begin))
+                start = offsets[i]
+                line, at, found = _mend(data, start, start + len(lines[i]), at, result[1], list(result[2]))
+                line = line.strip()
+                for rule, groups, trigger in found:
+                    if trigger and prev is not None and at == base + i - 1 and rule in results[prev][3]:
+                        continue  # the line before, only counted, triggered this id already (group drops it)
+                    led.add(rule, at, line, groups, trigger)
+                continue
+            for rule, groups, trigger in result[2]:
+                led.add(rule, at, result[1], groups, trigger)
+            if any(p not in needy or led.needy(*p) for p in ((r, t) for r, _, t in result[2])):
+                continue
+            # an id of this line has what it needs: drop the keys that only it kept hot
+            needy = {p for p in needy if led.needy(*p)}
+            hot = {k for k in hot if results[k][0] == 2 or any((r, t) in needy for r, _, t in results[k][2])}
+            if not hot:
+                break
+    # Every other needle line is counted; a key seen for the first time, and each key's last
+    # occurrence, are kept as the representatives of their text.
+    first = last = None
+    for key, n in counts.items():
+        result = results[key]
+        if result[0] != 1:
+            continue
+        n -= full.get(key, 0)
+        if n <= 0:
+            continue
+        for rule in result[3]:
+            led.more[rule] += n
+        if last is None:
+            last = dict(zip(keys, range(len(keys))))
+        if key not in led.seen:
+            if first is None:
+                first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1)))
+            led.seen.add(key)
+            led.first_at[key] = base + first[key]
+            led.represent(base + first[key], result[1], result[2])
+        led.last_at[key] = (base + last[key], result)
+    tail = len(keys) - 1
+    led.prev_counted = keys[tail] if last_full != tail and results[keys[tail]][0] == 1 else None
+    if len(led.seen) > _KEYS_LIMIT:
+        led.forget()
+    return needles
+
+
+def collect(data: bytes | str) -> list[Match]:
+    """`group(scan(data))` in one pass, for any size of log: a stretch where needle lines are
+    dense is read with `_dense`, and an id's lines beyond what the report shows are counted."""
+    data = to_bytes(data)
+    led = _Ledger()
+    cache: dict = {}
+    results: dict = {}
+    n, begin, lineno, dense = len(data), 0, 1, False
+    while begin < n:
+        stop_at = data.find(b"\n", begin + CHUNK)
+        stop_at = n if stop_at == -1 else stop_at + 1
+        needles = _dense(data, begin, stop_at, lineno, led, results) if dense else None
+        if needles is None:
+            needles = 0
+            for at, line, found in _needle_lines(data, begin, stop_at, lineno, cache):
+                needles += 1
+                for rule, groups, trigger in found:
+                    led.add(rule, at, line, groups, trigger)
+            led.prev_counted = None
+        dense = needles >= DENSE
+        lineno += data.count(b"\n", begin, stop_at)
+        begin = stop_at
+    return _fold(led.matches())
+
+
+def _fold(matches: dict[str, Match]) -> list[Match]:
+    """Consequences folded into their cause; root cause first."""
+    for cause in sorted(matches, key=ORDER.__getitem__):
+        if cause not in matches:
+            continue
+        for consequence in matches[cause].rule.explains:
+            if consequence in matches:
+                matches[cause].folded.append(matches.pop(consequence))
+    return sorted(matches.values(), key=lambda m: ORDER[m.rule.id])
 
 
 def group(hits: Iterable[Hit]) -> list[Match]:
@@ -223,14 +489,7 @@ def group(hits: Iterable[Hit]) -> list[Match]:
                 continue
             triggered.add(key)
         m.hits.append(h)
-    matches = {i: m for i, m in by_id.items() if any(h.trigger for h in m.hits)}
-    for cause in sorted(matches, key=ORDER.__getitem__):
-        if cause not in matches:
-            continue
-        for consequence in matches[cause].rule.explains:
-            if consequence in matches:
-                matches[cause].folded.append(matches.pop(consequence))
-    return sorted(matches.values(), key=lambda m: ORDER[m.rule.id])
+    return _fold({i: m for i, m in by_id.items() if any(h.trigger for h in m.hits)})
 
 
 def explain_text(text: str | bytes, facts=None, source: str = "log") -> list[Finding]:
@@ -247,7 +506,7 @@ def find(text: str | bytes, facts=None) -> list[Match]:
     """What the log proves, one Match per diagnosis id, root cause first; `facts` only choose
     between look-alikes (doctor/explain/disambiguate.py)."""
     data = normalise(text)
-    return settle(group(scan(data)), data, facts)
+    return settle(collect(data), data, facts)
 
 
 def findings(matches: list[Match], facts=None, source: str = "log") -> list[Finding]:
@@ -283,16 +542,18 @@ def settle(matches: list[Match], data: bytes, facts) -> list[Match]:
             continue
         hits = m.hits + [h for f in m.folded if f.rule.id in PAIR for h in f.hits]
         folded = [f for f in m.folded if f.rule.id not in PAIR]
+        more = m.more + sum(f.more for f in m.folded if f.rule.id in PAIR)
         out.append(Match(RULES[decision.id], sorted(hits, key=lambda h: h.lineno), folded,
-                         chosen_by=f"chosen by: {decision.evidence}"))
+                         chosen_by=f"chosen by: {decision.evidence}", more=more))
     return sorted(out, key=lambda m: ORDER[m.rule.id])
 
 
 def to_finding(match: Match, advice, source: str) -> Finding:
     hits = match.triggers
     shown = [f"line {h.lineno}: {_clip(h.line)}" for h in hits[:SHOWN]]
-    if len(hits) > SHOWN:
-        shown.append(f"... and {len(hits) - SHOWN} more line{'s' * (len(hits) - SHOWN != 1)} like these")
+    rest = len(hits) + match.more - SHOWN
+    if rest > 0:
+        shown.append(f"... and {rest} more line{'s' * (rest != 1)} like these")
     for f in match.folded:
         first = f.triggers[0]
         shown.append(f"explains line {first.lineno} too ({f.rule.id}): {_clip(first.line)}")
