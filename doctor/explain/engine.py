@@ -20,12 +20,13 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from functools import partial
-from itertools import accumulate
-from operator import attrgetter
+from bisect import bisect_right
+from itertools import accumulate, compress, count
+from operator import add, attrgetter
 from dataclasses import dataclass, field
 
 from doctor.explain.advisors import advise
-from doctor.explain.normalise import PREFIXES_BYTES, clean_line, may_start_in_prefix, wrap_candidate
+from doctor.explain.normalise import PREFIXES_BYTES, clean_line, prefix_overlap, wrap_candidate
 from doctor.explain.patterns import ORDER, RULES, TABLE, Rule, Sign
 from doctor.formats import clip
 from doctor.model import Evidence, Finding, Level
@@ -35,8 +36,9 @@ SHOWN = 5  # proving lines shown per finding; the rest are counted
 _CACHE_LIMIT = 4096  # distinct hit lines remembered; identical lines are matched once
 FULL_HITS = 20  # an id's first hits kept whole: the report's evidence is its first 20 lines...
 FULL_TRIGGERS = SHOWN  # ...and its first 5 triggering ones; later lines are counted (collect)
-CHUNK = 1 << 18  # bytes a step of collect reads (whole lines)
-DENSE = 256  # needle lines in a chunk that make collect read the next chunk line by line
+CHUNK = 1 << 16  # bytes a step of collect reads (whole lines)...
+DENSE_CHUNK = 1 << 22  # ...at most, where needle lines are dense
+DENSE = 1024  # bytes per needle line at which collect reads the next chunk line by line
 _KEYS_LIMIT = 1 << 17  # distinct dense lines remembered
 
 
@@ -145,6 +147,21 @@ def _match_line(probe: str, signs: Iterable[Sign]) -> list[tuple[str, dict[str, 
     return found
 
 
+_JOINED: dict = {}
+
+
+def _joined_match(joined: str, signs: list[Sign]) -> list:
+    """_match_line for a joined line, remembered: in a log whose lines differ only in their
+    prefixes, the same two lines are joined again and again."""
+    key = (joined, *map(id, signs))
+    found = _JOINED.get(key)
+    if found is None:
+        if len(_JOINED) >= _CACHE_LIMIT:
+            _JOINED.clear()
+        found = _JOINED[key] = _match_line(joined, signs)
+    return found
+
+
 def _mend(data: bytes, start: int, end: int, lineno: int, probe: str, signs: list[Sign]):
     """A needle line no regex matched, joined to the line before or after it where a terminal
     or tracker could have wrapped there (normalise.wrap_candidate); (line, its number, matches)."""
@@ -153,14 +170,14 @@ def _mend(data: bytes, start: int, end: int, lineno: int, probe: str, signs: lis
         prev = data[before:start - 1][-MAX_LINE:]
         if wrap_candidate(prev):
             joined = clean_line(prev.decode("utf-8", "replace")) + probe
-            found = _match_line(joined, signs)
+            found = _joined_match(joined, signs)
             if found:
                 return joined, lineno - 1, found
     if end < len(data) and wrap_candidate(data[start:end]):
         after = data.find(b"\n", end + 1)
         nxt = data[end + 1:after if after != -1 else len(data)][:MAX_LINE]
         joined = probe + clean_line(nxt.decode("utf-8", "replace"))
-        found = _match_line(joined, signs)
+        found = _joined_match(joined, signs)
         if found:
             return joined, lineno, found
     return probe, lineno, []
@@ -239,6 +256,8 @@ class _Ledger:
         self.first_at: dict[bytes, int] = {}
         self.last_at: dict[bytes, tuple[int, tuple]] = {}
         self.prev_counted: bytes | None = None  # key of the line before the chunk, when only counted
+        self.mends: dict[tuple, tuple] = {}  # (key before or None, key, key after or None) -> _mend's answer
+        self.sated: set[tuple[str, bool]] = set()  # (id, trigger) pairs that need no more lines in full
 
     def add(self, rule: str, at: int, line: str, groups: dict[str, str], trigger: bool) -> None:
         if trigger:
@@ -284,16 +303,24 @@ class _Ledger:
         return out
 
 
-_NO_NEEDLE = (0, "", (), frozenset())
+_NO_NEEDLE = (0, "", (), frozenset(), frozenset())
 _KEY = partial(PREFIXES_BYTES.sub, b"\n")  # a prefixed line's key: "\n" + what follows its prefixes
-_STRADDLERS: tuple[bytes, ...] | None = None
+_OVERLAPS: tuple | None = None
 
 
-def _straddlers() -> tuple[bytes, ...]:
-    global _STRADDLERS
-    if _STRADDLERS is None:
-        _STRADDLERS = tuple(n for n in NEEDLES if may_start_in_prefix(n))
-    return _STRADDLERS
+def _overlaps() -> tuple[tuple[tuple[bytes, int], ...], tuple[bytes, ...]]:
+    """The needles that could begin inside a runner prefix: (needle, i) where needle[:i] could end
+    one, and the needles that could lie wholly inside one (normalise.prefix_overlap)."""
+    global _OVERLAPS
+    if _OVERLAPS is None:
+        cuts, inside = [], []
+        for needle in NEEDLES:
+            lengths, within = prefix_overlap(needle)
+            cuts += [(needle, i) for i in lengths]
+            if within:
+                inside.append(needle)
+        _OVERLAPS = (tuple(cuts), tuple(inside))
+    return _OVERLAPS
 
 
 def _key_result(key: bytes) -> tuple:
@@ -320,7 +347,7 @@ def _key_result(key: bytes) -> tuple:
     ordered = [signs[k] for k in sorted(signs)]
     found = _match_line(probe, ordered)
     if not found:
-        return (2, probe, tuple(ordered), frozenset())
+        return (2, probe, tuple(ordered), frozenset(), frozenset())
     entries, triggered = [], set()
     for rule, groups, trigger in found:  # a line triggers an id once (as group)
         if trigger:
@@ -328,7 +355,7 @@ def _key_result(key: bytes) -> tuple:
                 continue
             triggered.add(rule)
         entries.append((rule, groups, trigger))
-    return (1, probe.strip(), tuple(entries), frozenset(triggered))
+    return (1, probe.strip(), tuple(entries), frozenset(triggered), frozenset((r, t) for r, _, t in entries))
 
 
 def _dense(data: bytes, begin: int, stop_at: int, base: int, led: _Ledger, results: dict) -> int | None:
@@ -342,21 +369,31 @@ def _dense(data: bytes, begin: int, stop_at: int, base: int, led: _Ledger, resul
     if not lines or max(map(len, lines)) > MAX_LINE:
         return None
     keys = list(map(_KEY, lines))
-    # A needle that could begin inside a prefix: where it does, that line keeps its raw key.
-    for needle in _straddlers():
+    starts = None  # where each line starts in chunk
+    # A needle that begins inside a line's prefixes is in the raw line, not in its key: that line
+    # keeps its raw key. One that could lie wholly inside them is looked for in the chunk...
+    cuts, inside = _overlaps()
+    for needle in inside:
         q = chunk.find(needle)
-        index, counted_to = 0, 0
         while q != -1:
-            ls = chunk.rfind(b"\n", 0, q) + 1
-            index += chunk.count(b"\n", counted_to, ls)
-            counted_to = ls
-            m = PREFIXES_BYTES.match(lines[index])
-            if m and q - ls < m.end():
+            if starts is None:
+                starts = list(map(add, accumulate(map(len, lines), initial=0), count()))
+            index = bisect_right(starts, q) - 1
+            if keys[index][:1] == b"\n" and q - starts[index] < PREFIXES_BYTES.match(lines[index]).end():
                 keys[index] = lines[index]
             q = chunk.find(needle, q + 1)
+    counts = Counter(keys)
+    # ...one that runs on past them can only where the text after them goes on as it does
+    suspects = {k for k in counts if k[:1] == b"\n" and any(k.startswith(n[i:], 1) for n, i in cuts)}
+    if suspects:
+        for index in [i for i, k in enumerate(keys) if k in suspects]:
+            line = lines[index]
+            end = PREFIXES_BYTES.match(line).end()
+            if any(i <= end and line.startswith(n, end - i) for n, i in cuts):
+                keys[index] = line
+        counts = Counter(keys)
     if len(results) > _KEYS_LIMIT:
         results.clear()
-    counts = Counter(keys)
     needy: set[tuple[str, bool]] = set()
     hot: set[bytes] = set()
     needles = 0
@@ -369,16 +406,18 @@ def _dense(data: bytes, begin: int, stop_at: int, base: int, led: _Ledger, resul
             needles += n
         if kind == 2:
             hot.add(key)
-        elif kind == 1:
-            for rule, _, trigger in result[2]:
-                if led.needy(rule, trigger):
-                    needy.add((rule, trigger))
+        elif kind == 1 and not result[4] <= led.sated:
+            for pair in result[4] - led.sated:
+                if led.needy(*pair):
+                    needy.add(pair)
                     hot.add(key)
+                else:
+                    led.sated.add(pair)
     full: Counter[bytes] = Counter()
     last_full = -2
     if hot:
-        offsets = None
-        for i, key in enumerate(keys):
+        for i in compress(count(), map(hot.__contains__, keys)):  # the hot lines, found at C speed
+            key = keys[i]
             if key not in hot:
                 continue
             result = results[key]
@@ -388,11 +427,24 @@ def _dense(data: bytes, begin: int, stop_at: int, base: int, led: _Ledger, resul
             full[key] += 1
             led.seen.add(key)
             if result[0] == 2:
-                if offsets is None:
-                    offsets = list(accumulate((len(x) + 1 for x in lines), initial=begin))
-                start = offsets[i]
-                line, at, found = _mend(data, start, start + len(lines[i]), at, result[1], list(result[2]))
-                line = line.strip()
+                # joined to a neighbour: the outcome depends on the three lines' keys and on
+                # whether the terminal could have wrapped there, so it is worked out once
+                mkey = None
+                if 0 < i < len(lines) - 1:
+                    mkey = (keys[i - 1] if wrap_candidate(lines[i - 1]) else None, key,
+                            keys[i + 1] if wrap_candidate(lines[i]) else None)
+                mended = led.mends.get(mkey)
+                if mended is None:
+                    if starts is None:
+                        starts = list(map(add, accumulate(map(len, lines), initial=0), count()))
+                    start = begin + starts[i]
+                    line, at, found = _mend(data, start, start + len(lines[i]), at, result[1], list(result[2]))
+                    mended = (line.strip(), at - base - i, found)
+                    if mkey is not None:
+                        if len(led.mends) >= _CACHE_LIMIT:
+                            led.mends.clear()
+                        led.mends[mkey] = mended
+                line, at, found = mended[0], base + i + mended[1], mended[2]
                 for rule, groups, trigger in found:
                     if trigger and prev is not None and at == base + i - 1 and rule in results[prev][3]:
                         continue  # the line before, only counted, triggered this id already (group drops it)
@@ -400,7 +452,7 @@ def _dense(data: bytes, begin: int, stop_at: int, base: int, led: _Ledger, resul
                 continue
             for rule, groups, trigger in result[2]:
                 led.add(rule, at, result[1], groups, trigger)
-            if any(p not in needy or led.needy(*p) for p in ((r, t) for r, _, t in result[2])):
+            if not any((r, t) in needy and not led.needy(r, t) for r, _, t in result[2]):
                 continue
             # an id of this line has what it needs: drop the keys that only it kept hot
             needy = {p for p in needy if led.needy(*p)}
@@ -442,11 +494,11 @@ def collect(data: bytes | str) -> list[Match]:
     led = _Ledger()
     cache: dict = {}
     results: dict = {}
-    n, begin, lineno, dense = len(data), 0, 1, False
+    n, begin, lineno, step = len(data), 0, 1, 0  # step: the dense chunk's size, 0 when reading sparse
     while begin < n:
-        stop_at = data.find(b"\n", begin + CHUNK)
+        stop_at = data.find(b"\n", begin + (step or CHUNK))
         stop_at = n if stop_at == -1 else stop_at + 1
-        needles = _dense(data, begin, stop_at, lineno, led, results) if dense else None
+        needles = _dense(data, begin, stop_at, lineno, led, results) if step else None
         if needles is None:
             needles = 0
             for at, line, found in _needle_lines(data, begin, stop_at, lineno, cache):
@@ -454,7 +506,9 @@ def collect(data: bytes | str) -> list[Match]:
                 for rule, groups, trigger in found:
                     led.add(rule, at, line, groups, trigger)
             led.prev_counted = None
-        dense = needles >= DENSE
+        # dense (a needle line per DENSE bytes): read the next chunk line by line, a larger one
+        # each time, as long as it stays dense
+        step = min(2 * step or CHUNK, DENSE_CHUNK) if needles * DENSE >= stop_at - begin else 0
         lineno += data.count(b"\n", begin, stop_at)
         begin = stop_at
     return _fold(led.matches())

@@ -41,17 +41,22 @@ PREFIXES = re.compile(r"^[ \t]*(?:" + _PREFIX + r")+")
 # The same prefixes on raw bytes (ASCII digits only): the engine's dense path keys a line by what
 # follows them, so that 500,000 lines that differ only in their timestamps are matched once.
 PREFIXES_BYTES = re.compile(PREFIXES.pattern.encode())
-# Every tail of one prefix followed by whole prefixes (a superset): a needle whose start matches
-# it could begin inside a prefix, so the dense path looks at its occurrences line by line.
-_TAIL = re.compile(
-    rb"(?:[0-9T:.,Z -]*[ \t]|(?:\[?(?:r?a?n?k?|d?e?f?a?u?l?t?)[0-9]{0,6}\])?:[ \t]?|[#0-9 \t.]*[ \t]"
-    rb"|#?#?\[?[a-z]{0,10}\]|\[?[0-9]{0,7}\][ \t]"
-    rb"|(?:(?:(?:(?:(?:(?:(?:(?:(?:(?:(?:(?:(?:c?a)?r)?g)?o)?:)?w)?a)?r)?n)?i)?n)?g)?=)|>[ \t]?|[ \t]+)"
-    rb"(?:" + _PREFIX.encode() + rb")*")
-_PREFIX_CHARS = frozenset(b" \t0123456789-T:.,Z[]abcdefghijklmnopqrstuvwxyz#=>")
 QUOTES = str.maketrans({"‘": "'", "’": "'", "‚": "'", "‛": "'", "“": '"', "”": '"', "„": '"', "‟": '"'})
 # A wrapped line is long and ends in a non-blank character; shorter lines are never joined.
 WRAP_MIN = 60
+# A superset of every tail of one prefix, and of every head: a needle that could begin inside
+# a prefix (found in the raw line, not in the text after the prefixes) is one the dense path
+# looks at occurrence by occurrence (prefix_overlap).
+_TAIL = (rb"(?:[0-9T:.,Z -]*[ \t]|(?:\[?(?:r?a?n?k?|d?e?f?a?u?l?t?)[0-9]{0,6}\])?:[ \t]?|[#0-9 \t.]*[ \t]"
+         rb"|#?#?\[?[a-z]{0,10}\]|\[?[0-9]{0,7}\][ \t]"
+         rb"|(?:(?:(?:(?:(?:(?:(?:(?:(?:(?:(?:(?:(?:c?a)?r)?g)?o)?:)?w)?a)?r)?n)?i)?n)?g)?=)|>[ \t]?|[ \t]+)")
+_HEAD = (rb"(?:[0-9T:.,Z -]*|\[[a-z]{0,7}[0-9]{0,6}\]?:?|#[0-9 \t.]*|##?\[?[a-z]{0,10}|\[[0-9]{0,7}\]?"
+         rb"|c(?:a(?:r(?:g(?:o(?::(?:w(?:a(?:r(?:n(?:i(?:n(?:g)?)?)?)?)?)?)?)?)?)?)?)?|>)")
+_STRADDLE = re.compile(_TAIL + rb"(?:" + _PREFIX.encode() + rb")*")
+_INSIDE = re.compile(rb"(?:" + _TAIL + rb")?(?:" + _PREFIX.encode() + rb")*" + _HEAD + rb"?")
+_ALT_CHARS = tuple(frozenset(c) for c in (b"0123456789T:.,Z \t-", b"[rankdefault0123456789]: \t", b"#0123456789 \t.",
+                                          b"#[abcdefghijklmnopqrstuvwxyz]", b"[0123456789] \t", b"cargo:warning=",
+                                          b"> \t"))
 
 
 def clean(data: bytes) -> bytes:
@@ -74,14 +79,6 @@ def clean_line(line: str) -> str:
     return line if line.isascii() else line.translate(QUOTES)
 
 
-def may_start_in_prefix(needle: bytes) -> bool:
-    """Could this needle begin inside a runner prefix (then it is found in the raw line but not in
-    the text after the prefix)? A superset: True for a few needles that never do."""
-    if all(c in _PREFIX_CHARS for c in needle) and not re.search(rb"[a-z][ \t]", needle):
-        return True  # it could lie wholly inside one
-    return any(_TAIL.fullmatch(needle[:i]) for i in range(1, len(needle) + 1))
-
-
 def quote_variants(needle: str) -> tuple[str, ...]:
     """A needle and its typographic twins: the automaton runs on the raw log, where a pasted
     ‘torch/torch.h’ has not been mended yet."""
@@ -100,3 +97,13 @@ def quote_variants(needle: str) -> tuple[str, ...]:
 def wrap_candidate(line: bytes) -> bool:
     """Could a terminal have broken this line at its end?"""
     return len(line) >= WRAP_MIN and line[-1:] not in b" \t"
+
+
+def prefix_overlap(needle: bytes) -> tuple[tuple[int, ...], bool]:
+    """How a needle could begin inside a runner prefix (found in the raw line, not in the text
+    after the prefixes): the lengths i for which needle[:i] could end a prefix (the needle runs
+    on past it), and whether it could lie wholly inside one. Supersets."""
+    cuts = tuple(i for i in range(1, len(needle)) if _STRADDLE.fullmatch(needle[:i]))
+    inside = (bool(_STRADDLE.fullmatch(needle)) or bool(_INSIDE.fullmatch(needle))
+              or any(set(needle) <= chars for chars in _ALT_CHARS))
+    return cuts, inside
