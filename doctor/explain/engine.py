@@ -187,12 +187,12 @@ def scan(data: bytes | str) -> list[Hit]:
     """All lines that match a sign, in log order. `data` should be normalised."""
     data = to_bytes(data)
     return [Hit(rule, at, line, dict(groups), trigger)
-            for at, line, found in _needle_lines(data, 0, len(data), 1, {}) for rule, groups, trigger in found]
+            for at, line, found, _ in _needle_lines(data, 0, len(data), 1, {}) for rule, groups, trigger in found]
 
 
 def _needle_lines(data: bytes, begin: int, stop_at: int, lineno: int, cache: dict):
-    """(line number, line, matches) for each line of data[begin:stop_at] that a sign matches;
-    `begin` is a line start and `lineno` its number."""
+    """(line number, line, matches, where the line ends) for each line of data[begin:stop_at] that a
+    sign matches; `begin` is a line start and `lineno` its number."""
     counted = begin
     start = end = -1
     signs: dict[int, Sign] = {}
@@ -213,16 +213,16 @@ def _needle_lines(data: bytes, begin: int, stop_at: int, lineno: int, cache: dic
         at = lineno
         if not found:  # a terminal may have broken the message: try the line joined to a neighbour
             probe, at, found = _mend(data, start, end, lineno, probe, [signs[k] for k in sorted(signs)])
-        return at, probe.strip(), found
+        return at, probe.strip(), found, end
 
     signs_of = _SIGNS_OF
     for m in automaton().finditer(data, begin, stop_at):
         pos, stop = m.span()
         if pos >= end:  # a needle on a new line
             if signs:
-                at, line, found = flush()
-                if found:
-                    yield at, line, found
+                hit = flush()
+                if hit[2]:
+                    yield hit
             start = data.rfind(b"\n", 0, pos) + 1
             end = data.find(b"\n", pos)
             if end == -1:
@@ -233,9 +233,9 @@ def _needle_lines(data: bytes, begin: int, stop_at: int, lineno: int, cache: dic
         for sign in signs_of[data[pos:stop]]:
             signs[_RANK[id(sign)][0]] = sign
     if signs:
-        at, line, found = flush()
-        if found:
-            yield at, line, found
+        hit = flush()
+        if hit[2]:
+            yield hit
 
 
 class _Ledger:
@@ -494,21 +494,28 @@ def collect(data: bytes | str) -> list[Match]:
     led = _Ledger()
     cache: dict = {}
     results: dict = {}
-    n, begin, lineno, step = len(data), 0, 1, 0  # step: the dense chunk's size, 0 when reading sparse
+    n, begin, lineno = len(data), 0, 1
+    sparse, dense = CHUNK, 0  # the next chunk's size each way; dense is 0 while reading sparse
     while begin < n:
-        stop_at = data.find(b"\n", begin + (step or CHUNK))
+        stop_at = data.find(b"\n", begin + (dense or sparse))
         stop_at = n if stop_at == -1 else stop_at + 1
-        needles = _dense(data, begin, stop_at, lineno, led, results) if step else None
+        needles = _dense(data, begin, stop_at, lineno, led, results) if dense else None
         if needles is None:
             needles = 0
-            for at, line, found in _needle_lines(data, begin, stop_at, lineno, cache):
+            for at, line, found, end in _needle_lines(data, begin, stop_at, lineno, cache):
                 needles += 1
                 for rule, groups, trigger in found:
                     led.add(rule, at, line, groups, trigger)
+                if needles >= 64 and needles * DENSE >= end - begin:  # dense from here: stop after this line
+                    stop_at = min(end + 1, n)
+                    break
             led.prev_counted = None
-        # dense (a needle line per DENSE bytes): read the next chunk line by line, a larger one
-        # each time, as long as it stays dense
-        step = min(2 * step or CHUNK, DENSE_CHUNK) if needles * DENSE >= stop_at - begin else 0
+        # dense (a needle line per DENSE bytes): read the next chunk line by line, a larger one each
+        # time it stays dense; sparse chunks grow the same way
+        if needles * DENSE >= stop_at - begin:
+            dense, sparse = min(2 * dense or CHUNK, DENSE_CHUNK), CHUNK
+        else:
+            dense, sparse = 0, min(2 * sparse, DENSE_CHUNK)
         lineno += data.count(b"\n", begin, stop_at)
         begin = stop_at
     return _fold(led.matches())
