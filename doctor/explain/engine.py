@@ -187,12 +187,12 @@ def scan(data: bytes | str) -> list[Hit]:
     """All lines that match a sign, in log order. `data` should be normalised."""
     data = to_bytes(data)
     return [Hit(rule, at, line, dict(groups), trigger)
-            for at, line, found, _ in _needle_lines(data, 0, len(data), 1, {}) for rule, groups, trigger in found]
+            for at, line, found, *_ in _needle_lines(data, 0, len(data), 1, {}) for rule, groups, trigger in found]
 
 
 def _needle_lines(data: bytes, begin: int, stop_at: int, lineno: int, cache: dict):
-    """(line number, line, matches, where the line ends) for each line of data[begin:stop_at] that a
-    sign matches; `begin` is a line start and `lineno` its number."""
+    """(line number, line, matches, where the line ends, its own number, where it starts) for each
+    line of data[begin:stop_at] that a sign matches; `begin` is a line start and `lineno` its number."""
     counted = begin
     start = end = -1
     signs: dict[int, Sign] = {}
@@ -213,7 +213,7 @@ def _needle_lines(data: bytes, begin: int, stop_at: int, lineno: int, cache: dic
         at = lineno
         if not found:  # a terminal may have broken the message: try the line joined to a neighbour
             probe, at, found = _mend(data, start, end, lineno, probe, [signs[k] for k in sorted(signs)])
-        return at, probe.strip(), found, end
+        return at, probe.strip(), found, end, lineno, start
 
     signs_of = _SIGNS_OF
     for m in automaton().finditer(data, begin, stop_at):
@@ -358,10 +358,10 @@ def _key_result(key: bytes) -> tuple:
     return (1, probe.strip(), tuple(entries), frozenset(triggered), frozenset((r, t) for r, _, t in entries))
 
 
-def _dense(data: bytes, begin: int, stop_at: int, base: int, led: _Ledger, results: dict) -> int | None:
+def _dense(data: bytes, begin: int, stop_at: int, base: int, led: _Ledger, results: dict) -> tuple[int, int] | None:
     """Read data[begin:stop_at] (whole lines, the first numbered `base`) line by line at C speed:
-    lines are split, keyed, counted and matched once per distinct key. Returns the number of
-    needle lines, or None when the chunk must be read the sparse way (a line over MAX_LINE)."""
+    lines are split, keyed, counted and matched once per distinct key. Returns (needle lines, lines),
+    or None when the chunk must be read the sparse way (a line over MAX_LINE)."""
     chunk = data[begin:stop_at]
     lines = chunk.split(b"\n")
     if lines and lines[-1] == b"":
@@ -484,7 +484,7 @@ def _dense(data: bytes, begin: int, stop_at: int, base: int, led: _Ledger, resul
     led.prev_counted = keys[tail] if last_full != tail and results[keys[tail]][0] == 1 else None
     if len(led.seen) > _KEYS_LIMIT:
         led.forget()
-    return needles
+    return needles, len(lines)
 
 
 def collect(data: bytes | str) -> list[Match]:
@@ -499,16 +499,20 @@ def collect(data: bytes | str) -> list[Match]:
     while begin < n:
         stop_at = data.find(b"\n", begin + (dense or sparse))
         stop_at = n if stop_at == -1 else stop_at + 1
-        needles = _dense(data, begin, stop_at, lineno, led, results) if dense else None
-        if needles is None:
-            needles = 0
-            for at, line, found, end in _needle_lines(data, begin, stop_at, lineno, cache):
+        read = _dense(data, begin, stop_at, lineno, led, results) if dense else None
+        if read is not None:
+            needles, next_lineno = read[0], lineno + read[1]
+        else:
+            needles, next_lineno, counted = 0, lineno, begin
+            for at, line, found, end, own, start in _needle_lines(data, begin, stop_at, lineno, cache):
                 needles += 1
+                next_lineno, counted = own, start
                 for rule, groups, trigger in found:
                     led.add(rule, at, line, groups, trigger)
                 if needles >= 64 and needles * DENSE >= end - begin:  # dense from here: stop after this line
                     stop_at = min(end + 1, n)
                     break
+            next_lineno += data.count(b"\n", counted, stop_at)
             led.prev_counted = None
         # dense (a needle line per DENSE bytes): read the next chunk line by line, a larger one each
         # time it stays dense; sparse chunks grow the same way
@@ -516,8 +520,7 @@ def collect(data: bytes | str) -> list[Match]:
             dense, sparse = min(2 * dense or CHUNK, DENSE_CHUNK), CHUNK
         else:
             dense, sparse = 0, min(2 * sparse, DENSE_CHUNK)
-        lineno += data.count(b"\n", begin, stop_at)
-        begin = stop_at
+        lineno, begin = next_lineno, stop_at
     return _fold(led.matches())
 
 
