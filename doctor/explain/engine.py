@@ -11,6 +11,13 @@ Speed and safety (docs/performance.md, docs/security.md):
   linker error cost one match.
 - Line numbers come from counting newlines between hit lines (C speed), grouping is one
   dictionary pass over the hits: nothing compares every hit with every other.
+- Where needle lines are dense (a log of nothing but errors), `collect` reads a chunk line by
+  line at C speed instead: split, keyed by the text after the runner prefixes (so lines that
+  differ only in their timestamps share a key), counted, and matched once per distinct key.
+  An id's first FULL_HITS hits and FULL_TRIGGERS triggering lines, everything the report
+  shows, are kept whole; its later lines are counted (`Match.more`), and the first and last
+  line of each distinct text are kept for the advice. The report is the same, line for line,
+  as that of every hit (tests/explain/test_collect.py checks it against group(scan(...))).
 """
 
 from __future__ import annotations
