@@ -44,7 +44,7 @@ _CACHE_LIMIT = 4096  # distinct hit lines remembered; identical lines are matche
 FULL_HITS = 20  # an id's first hits kept whole: the report's evidence is its first 20 lines...
 FULL_TRIGGERS = SHOWN  # ...and its first 5 triggering ones; later lines are counted (collect)
 CHUNK = 1 << 16  # bytes a step of collect reads (whole lines)...
-DENSE_CHUNK = 1 << 22  # ...at most, where needle lines are dense
+DENSE_CHUNK = 1 << 20  # ...at most (a dense chunk is held as a list of lines)
 DENSE = 1024  # bytes per needle line at which collect reads the next chunk line by line
 _KEYS_LIMIT = 1 << 17  # distinct dense lines remembered
 
@@ -262,7 +262,7 @@ class _Ledger:
         self.seen: set[bytes] = set()
         self.first_at: dict[bytes, int] = {}
         self.last_at: dict[bytes, tuple[int, tuple]] = {}
-        self.prev_counted: bytes | None = None  # key of the line before the chunk, when only counted
+        self.prev_counted: frozenset | None = None  # ids the line before the chunk triggered, when only counted
         self.mends: dict[tuple, tuple] = {}  # (key before or None, key, key after or None) -> _mend's answer
         self.sated: set[tuple[str, bool]] = set()  # (id, trigger) pairs that need no more lines in full
 
@@ -429,7 +429,8 @@ def _dense(data: bytes, begin: int, stop_at: int, base: int, led: _Ledger, resul
                 continue
             result = results[key]
             at = base + i
-            prev = led.prev_counted if i == 0 else None if last_full == i - 1 else keys[i - 1]
+            # the ids the line before triggered when it was only counted (group drops a join's repeat)
+            prev = led.prev_counted if i == 0 else None if last_full == i - 1 else results[keys[i - 1]][3]
             last_full = i
             full[key] += 1
             led.seen.add(key)
@@ -453,8 +454,8 @@ def _dense(data: bytes, begin: int, stop_at: int, base: int, led: _Ledger, resul
                         led.mends[mkey] = mended
                 line, at, found = mended[0], base + i + mended[1], mended[2]
                 for rule, groups, trigger in found:
-                    if trigger and prev is not None and at == base + i - 1 and rule in results[prev][3]:
-                        continue  # the line before, only counted, triggered this id already (group drops it)
+                    if trigger and prev and at == base + i - 1 and rule in prev:
+                        continue  # the line before, only counted, triggered this id already
                     led.add(rule, at, line, groups, trigger)
                 continue
             for rule, groups, trigger in result[2]:
@@ -488,7 +489,7 @@ def _dense(data: bytes, begin: int, stop_at: int, base: int, led: _Ledger, resul
             led.represent(base + first[key], result[1], result[2])
         led.last_at[key] = (base + last[key], result)
     tail = len(keys) - 1
-    led.prev_counted = keys[tail] if last_full != tail and results[keys[tail]][0] == 1 else None
+    led.prev_counted = results[keys[tail]][3] if last_full != tail else None
     if len(led.seen) > _KEYS_LIMIT:
         led.forget()
     return needles, len(lines)
