@@ -26,9 +26,8 @@ import heapq
 import re
 from collections import Counter
 from collections.abc import Iterable
-from functools import partial
 from bisect import bisect_right
-from itertools import accumulate, compress, count
+from itertools import accumulate, compress, count, repeat
 from operator import add, attrgetter
 from dataclasses import dataclass, field
 
@@ -311,7 +310,6 @@ class _Ledger:
 
 
 _NO_NEEDLE = (0, "", (), frozenset(), frozenset())
-_KEY = partial(PREFIXES_BYTES.sub, b"\n")  # a prefixed line's key: "\n" + what follows its prefixes
 _OVERLAPS: tuple | None = None
 
 
@@ -367,7 +365,8 @@ def _key_result(key: bytes) -> tuple:
 
 def _dense(data: bytes, begin: int, stop_at: int, base: int, led: _Ledger, results: dict) -> tuple[int, int] | None:
     """Read data[begin:stop_at] (whole lines, the first numbered `base`) line by line at C speed:
-    lines are split, keyed, counted and matched once per distinct key. Returns (needle lines, lines),
+    lines are split, keyed (a line with runner prefixes: "\n" + what follows them), counted, and
+    matched once per distinct key. Returns (needle lines, lines),
     or None when the chunk must be read the sparse way (a line over MAX_LINE)."""
     chunk = data[begin:stop_at]
     lines = chunk.split(b"\n")
@@ -375,7 +374,7 @@ def _dense(data: bytes, begin: int, stop_at: int, base: int, led: _Ledger, resul
         lines.pop()
     if not lines or max(map(len, lines)) > MAX_LINE:
         return None
-    keys = list(map(_KEY, lines))
+    keys = list(map(PREFIXES_BYTES.sub, repeat(b"\n"), lines))  # (a partial would cost a third more)
     starts = None  # where each line starts in chunk
     # A needle that begins inside a line's prefixes is in the raw line, not in its key: that line
     # keeps its raw key. One that could lie wholly inside them is looked for in the chunk...
