@@ -43,7 +43,8 @@ _CACHE_LIMIT = 4096  # distinct hit lines remembered; identical lines are matche
 FULL_HITS = 20  # an id's first hits kept whole: the report's evidence is its first 20 lines...
 FULL_TRIGGERS = SHOWN  # ...and its first 5 triggering ones; later lines are counted (collect)
 CHUNK = 1 << 16  # bytes a step of collect reads (whole lines)...
-DENSE_CHUNK = 1 << 20  # ...at most (a dense chunk is held as a list of lines)
+DENSE_CHUNK = 1 << 22  # ...at most; a dense chunk is held as a list of at most DENSE_LINES lines
+DENSE_LINES = 1 << 16
 DENSE = 1024  # bytes per needle line at which collect reads the next chunk line by line
 _KEYS_LIMIT = 1 << 17  # distinct dense lines remembered
 
@@ -363,14 +364,47 @@ def _key_result(key: bytes) -> tuple:
     return (1, probe.strip(), tuple(entries), frozenset(triggered), frozenset((r, t) for r, _, t in entries))
 
 
-def _dense(data: bytes, begin: int, stop_at: int, base: int, led: _Ledger, results: dict) -> tuple[int, int] | None:
+class _Keys:
+    """What each distinct dense line key means (`_key_result`), and the keys sorted into sets so
+    that a chunk's work per key is a few C-level set operations on its distinct keys."""
+
+    def __init__(self) -> None:
+        self.results: dict[bytes, tuple] = {}
+        self.plain: set[bytes] = set()  # no needle
+        self.mend: set[bytes] = set()  # needles, no match: each line tries its neighbours
+        self.done: set[bytes] = set()  # matched, and no id of theirs needs more lines in full
+        self.suspect: set[bytes] = set()  # a needle might begin in the prefixes of such a line
+
+    def learn(self, keys) -> None:
+        """Match the keys not met yet (memory bound: past _KEYS_LIMIT, start afresh)."""
+        if len(self.results) > _KEYS_LIMIT:
+            for remembered in (self.results, self.plain, self.mend, self.done, self.suspect):
+                remembered.clear()
+        cuts = _overlaps()[0]
+        for key in keys - self.results.keys():
+            result = self.results[key] = _key_result(key)
+            if result[0] == 0:
+                self.plain.add(key)
+            elif result[0] == 2:
+                self.mend.add(key)
+            if key[:1] == b"\n" and any(key.startswith(n[i:], 1) for n, i in cuts):
+                self.suspect.add(key)
+
+
+def _dense(data: bytes, begin: int, stop_at: int, base: int, led: _Ledger, known: _Keys) -> tuple[int, int, int] | None:
     """Read data[begin:stop_at] (whole lines, the first numbered `base`) line by line at C speed:
     lines are split, keyed (a line with runner prefixes: "\n" + what follows them), counted, and
-    matched once per distinct key. Returns (needle lines, lines),
-    or None when the chunk must be read the sparse way (a line over MAX_LINE)."""
+    matched once per distinct key. Returns (needle lines, lines, where the chunk ended: at most
+    DENSE_LINES lines are read), or None when the chunk must be read the sparse way (a line over
+    MAX_LINE)."""
     chunk = data[begin:stop_at]
-    lines = chunk.split(b"\n")
-    if lines and lines[-1] == b"":
+    lines = chunk.split(b"\n", DENSE_LINES)
+    if len(lines) > DENSE_LINES:
+        rest = lines.pop()
+        if rest:
+            chunk = chunk[:len(chunk) - len(rest)]
+            stop_at -= len(rest)
+    elif lines[-1] == b"":
         lines.pop()
     if not lines or max(map(len, lines)) > MAX_LINE:
         return None
@@ -389,8 +423,9 @@ def _dense(data: bytes, begin: int, stop_at: int, base: int, led: _Ledger, resul
                 keys[index] = lines[index]
             q = chunk.find(needle, q + 1)
     counts = Counter(keys)
+    known.learn(counts.keys())
     # ...one that runs on past them can only where the text after them goes on as it does
-    suspects = {k for k in counts if k[:1] == b"\n" and any(k.startswith(n[i:], 1) for n, i in cuts)}
+    suspects = known.suspect & counts.keys()
     if suspects:
         for index in [i for i, k in enumerate(keys) if k in suspects]:
             line = lines[index]
@@ -398,27 +433,21 @@ def _dense(data: bytes, begin: int, stop_at: int, base: int, led: _Ledger, resul
             if any(i <= end and line.startswith(n, end - i) for n, i in cuts):
                 keys[index] = line
         counts = Counter(keys)
-    if len(results) > _KEYS_LIMIT:
-        results.clear()
+        known.learn(counts.keys())
+    results = known.results
+    needles = len(keys) - sum(map(counts.__getitem__, known.plain & counts.keys()))
     needy: set[tuple[str, bool]] = set()
-    hot: set[bytes] = set()
-    needles = 0
-    for key, n in counts.items():
-        result = results.get(key)
-        if result is None:
-            result = results[key] = _key_result(key)
-        kind = result[0]
-        if kind:
-            needles += n
-        if kind == 2:
-            hot.add(key)
-        elif kind == 1 and not result[4] <= led.sated:
-            for pair in result[4] - led.sated:
-                if led.needy(*pair):
-                    needy.add(pair)
-                    hot.add(key)
-                else:
-                    led.sated.add(pair)
+    hot = known.mend & counts.keys()
+    for key in counts.keys() - known.plain - known.mend - known.done:
+        pairs = results[key][4] - led.sated
+        for pair in pairs:
+            if led.needy(*pair):
+                needy.add(pair)
+                hot.add(key)
+            else:
+                led.sated.add(pair)
+        if key not in hot:
+            known.done.add(key)
     full: Counter[bytes] = Counter()
     last_full = -2
     if hot:
@@ -469,11 +498,9 @@ def _dense(data: bytes, begin: int, stop_at: int, base: int, led: _Ledger, resul
     # Every other needle line is counted; a key seen for the first time, and each key's last
     # occurrence, are kept as the representatives of their text.
     first = last = None
-    for key, n in counts.items():
+    for key in counts.keys() - known.plain - known.mend:
         result = results[key]
-        if result[0] != 1:
-            continue
-        n -= full.get(key, 0)
+        n = counts[key] - full.get(key, 0)
         if n <= 0:
             continue
         for rule in result[3]:
@@ -491,7 +518,7 @@ def _dense(data: bytes, begin: int, stop_at: int, base: int, led: _Ledger, resul
     led.prev_counted = results[keys[tail]][3] if last_full != tail else None
     if len(led.seen) > _KEYS_LIMIT:
         led.forget()
-    return needles, len(lines)
+    return needles, len(lines), stop_at
 
 
 def collect(data: bytes | str) -> list[Match]:
@@ -500,15 +527,15 @@ def collect(data: bytes | str) -> list[Match]:
     data = to_bytes(data)
     led = _Ledger()
     cache: dict = {}
-    results: dict = {}
+    known = _Keys()
     n, begin, lineno = len(data), 0, 1
     sparse, dense = CHUNK, 0  # the next chunk's size each way; dense is 0 while reading sparse
     while begin < n:
         stop_at = data.find(b"\n", begin + (dense or sparse))
         stop_at = n if stop_at == -1 else stop_at + 1
-        read = _dense(data, begin, stop_at, lineno, led, results) if dense else None
+        read = _dense(data, begin, stop_at, lineno, led, known) if dense else None
         if read is not None:
-            needles, next_lineno = read[0], lineno + read[1]
+            needles, next_lineno, stop_at = read[0], lineno + read[1], read[2]
         else:
             needles, next_lineno, counted = 0, lineno, begin
             for at, line, found, end, own, start in _needle_lines(data, begin, stop_at, lineno, cache):
