@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from doctor.explain.engine import MAX_LINE, NEEDLES, collect, findings, group, normalise, scan, settle
+from doctor.explain.engine import DENSE_CHUNK, DENSE_LINES, MAX_LINE, NEEDLES, collect, findings, group, normalise, scan, settle
 from doctor.explain.normalise import PREFIXES_BYTES, prefix_overlap
 
 LOGS = Path(__file__).resolve().parents[2] / "tests/fixtures/logs"
@@ -117,3 +117,16 @@ def test_every_way_a_needle_can_begin_inside_a_prefix_is_known():
                     assert i in cuts, (needle, i, prefix)
     assert overlap[b" is incompatible with "] == ((1,), False)
     assert overlap[b"undefined reference to"] == ((), False)
+
+
+def test_a_chunk_of_many_short_lines_is_read_in_parts(hits):
+    """More lines than a dense chunk holds (DENSE_LINES): the rest is the next chunk's, numbered on."""
+    rng = random.Random(11)
+    parts = []
+    for i in range(300_000):
+        parts.append(rng.choice(hits[:30]) if i % 8 == 0 else b"%d" % (i % 10))
+    data = normalise(b"\n".join(parts) + b"\n")
+    assert data.count(b"\n", 0, DENSE_CHUNK) > DENSE_LINES  # a full-size chunk would hold more
+    got = collect(data)
+    assert sum(m.more for m in got) > 0
+    assert report(got, data) == report(group(scan(data)), data)
