@@ -28,9 +28,10 @@ import re
 ANSI = re.compile(rb"\x1b(?:\[[0-9;?]*+[A-Za-z]|\][^\x07\x1b\n]*+\x07)")
 # One runner prefix; `clean_line` strips any run of them at the line start. Each alternative
 # is a literal start followed by bounded classes, so a line costs a few steps.
+_STAMP = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?Z?[ \t]"  # CI timestamp
 _PREFIX = (
-    r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?Z?[ \t]"  # CI timestamp
-    r"|\[(?:rank|default)\d{1,6}\]:[ \t]?"  # torchrun --tee / local_ranks_filter
+    _STAMP
+    + r"|\[(?:rank|default)\d{1,6}\]:[ \t]?"  # torchrun --tee / local_ranks_filter
     r"|#\d{1,5}[ \t]\d{1,6}\.\d{1,3}[ \t]"  # Docker BuildKit step and seconds
     r"|##\[[a-z]{1,10}\]"  # GitHub Actions annotations
     r"|\[\d{1,7}\][ \t]"  # a log viewer's line numbers
@@ -41,6 +42,10 @@ PREFIXES = re.compile(r"^[ \t]*(?:" + _PREFIX + r")+")
 # The same prefixes on raw bytes (ASCII digits only): the engine's dense path keys a line by what
 # follows them, so that 500,000 lines that differ only in their timestamps are matched once.
 PREFIXES_BYTES = re.compile(PREFIXES.pattern.encode())
+# The first prefix alone (the CI timestamp, what most prefixed logs carry), and digits made alike:
+# every digit in these patterns is a \d, so lines equal but for their digits match alike.
+STAMP_BYTES = re.compile(_STAMP.encode())
+DIGITS_ALIKE = bytes.maketrans(b"0123456789", b"0000000000")
 QUOTES = str.maketrans({"‘": "'", "’": "'", "‚": "'", "‛": "'", "“": '"', "”": '"', "„": '"', "‟": '"'})
 # A wrapped line is long and ends in a non-blank character; shorter lines are never joined.
 WRAP_MIN = 60

@@ -75,6 +75,33 @@ def test_collect_reports_exactly_what_every_hit_reports(hits, seed):
     assert report(got, data) == report(group(scan(data)), data)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_lines_behind_one_timestamp_shape_are_keyed_after_it(hits, seed):
+    """Every line starts with a CI timestamp of one shape (the keys are cut with slices; the third
+    shape's fraction varies in length, so its chunks fall back to the prefix pattern), and what
+    follows may be more prefixes, a needle's tail, non-ASCII digits, or a wrapped line."""
+    rng = random.Random(seed)
+    shape = (b"2026-11-30T21:%02d:%02d.%07dZ ", b"2026-11-30 21:%02d:%02d,%03d\t", b"2026-11-30T21:%02d:%02d.%dZ ")[seed]
+    inner = [b"", b"", b"", b"[rank3]: ", b"> ", b"##[error]", b"\xd9\xa3 ", b"  ", b"cargo:warning=", b"#4 1.5 "]
+    out = []
+    for _ in range(15_000):
+        stamp = shape % (rng.randrange(60), rng.randrange(60), rng.randrange(1000))
+        head = stamp + rng.choice(inner)
+        r = rng.random()
+        if r < 0.08:
+            out.append(head + rng.choice(EDGES) + rng.choice(hits))
+        elif r < 0.1:
+            whole = rng.choice(hits)
+            cut = rng.randrange(1, max(2, len(whole)))
+            out += [head + whole[:cut], stamp + whole[cut:]]
+        else:
+            out.append(head + rng.choice(hits[:rng.choice((5, 50, len(hits)))]))
+    data = normalise(b"\n".join(out) + b"\n")
+    got = collect(data)
+    assert sum(m.more for m in got) > 0
+    assert report(got, data) == report(group(scan(data)), data)
+
+
 def test_a_repeated_error_is_counted_with_its_first_lines_numbered(hits):
     line = b"/usr/bin/ld: cannot find -ltorch_cpu"
     data = b"".join(b"2026-11-30T21:%02d:%02d.%07dZ %s\n" % (i // 3600 % 60, i // 60 % 60, i, line) for i in range(50_000))
