@@ -2,7 +2,8 @@
 built from the real corpus: every runner prefix, needles at a prefix's edge, wrapped and cut
 lines, lines over MAX_LINE, typographic quotes, non-ASCII digits. Dense stretches are read line
 by line by key and an id's lines past what the report shows are counted; the report must not
-change by one character."""
+change by one character. And the build words disambiguate.py looks for, read by RE2 as the
+stdlib reads them."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from doctor.explain.engine import DENSE_CHUNK, DENSE_LINES, MAX_LINE, NEEDLES, collect, findings, group, normalise, scan, settle
+from doctor.explain.disambiguate import _CPU_BUILD, _CUDA_BUILD, _PYTHON, search
 from doctor.explain.normalise import PREFIXES_BYTES, prefix_overlap
 
 LOGS = Path(__file__).resolve().parents[2] / "tests/fixtures/logs"
@@ -157,3 +161,27 @@ def test_a_chunk_of_many_short_lines_is_read_in_parts(hits):
     got = collect(data)
     assert sum(m.more for m in got) > 0
     assert report(got, data) == report(group(scan(data)), data)
+
+
+FRAGMENTS = [b"+cu126", b"+cu", b"cu121", b"xcu121", b"libtorch_cuda.so", b"libtorch_cuda_linalg.so", b"torch_cuda.dll",
+             b"torch_cudaX.lib", b"Caffe2: CUDA detected", b"TORCH_CUDA_VERSION=cu118", b"+cpu", b"+cpux",
+             b"libtorch-cxx11-abi-shared-with-deps-2.1.0-cpu", b"/cpu/libtorch", b"libtorch-2.1.0%2Bcpu",
+             b"Traceback (most recent call last)", b"<ipython-input-", b"RuntimeError: Cannot initialize CUDA",
+             b"site-packages/torch/nn/", b"site-packages\\torch\\nn\\", b"\n", b" ", b"_", b"-", b".", b"\xff", b"\xe9", b"9"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=30))
+def test_re2_reads_the_build_words_as_the_stdlib_does(parts):
+    data = b"".join(parts)
+    for pattern in (_CUDA_BUILD, _CPU_BUILD, _PYTHON):
+        want, got = pattern.search(data), search(pattern, data)
+        assert (got and (got.start(), got.group(0))) == (want and (want.start(), want.group(0)))
+
+
+def test_re2_reads_the_corpus_build_words_as_the_stdlib_does():
+    for path in sorted(LOGS.glob("*.log")):
+        data = normalise(path.read_bytes())
+        for pattern in (_CUDA_BUILD, _CPU_BUILD, _PYTHON):
+            want, got = pattern.search(data), search(pattern, data)
+            assert (got and (got.start(), got.group(0))) == (want and (want.start(), want.group(0))), path.name
