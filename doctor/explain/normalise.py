@@ -28,9 +28,10 @@ import re
 ANSI = re.compile(rb"\x1b(?:\[[0-9;?]*+[A-Za-z]|\][^\x07\x1b\n]*+\x07)")
 # One runner prefix; `clean_line` strips any run of them at the line start. Each alternative
 # is a literal start followed by bounded classes, so a line costs a few steps.
+_STAMP = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?Z?[ \t]"  # CI timestamp
 _PREFIX = (
-    r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?Z?[ \t]"  # CI timestamp
-    r"|\[(?:rank|default)\d{1,6}\]:[ \t]?"  # torchrun --tee / local_ranks_filter
+    _STAMP
+    + r"|\[(?:rank|default)\d{1,6}\]:[ \t]?"  # torchrun --tee / local_ranks_filter
     r"|#\d{1,5}[ \t]\d{1,6}\.\d{1,3}[ \t]"  # Docker BuildKit step and seconds
     r"|##\[[a-z]{1,10}\]"  # GitHub Actions annotations
     r"|\[\d{1,7}\][ \t]"  # a log viewer's line numbers
@@ -38,9 +39,29 @@ _PREFIX = (
     r"|>[ \t]?"  # quote markers (e-mail, Markdown)
 )
 PREFIXES = re.compile(r"^[ \t]*(?:" + _PREFIX + r")+")
+# The same prefixes on raw bytes (ASCII digits only): the engine's dense path keys a line by what
+# follows them, so that 500,000 lines that differ only in their timestamps are matched once.
+PREFIXES_BYTES = re.compile(PREFIXES.pattern.encode())
+# The first prefix alone (the CI timestamp, what most prefixed logs carry), and digits made alike:
+# every digit in these patterns is a \d, so lines equal but for their digits match alike.
+STAMP_BYTES = re.compile(_STAMP.encode())
+DIGITS_ALIKE = bytes.maketrans(b"0123456789", b"0000000000")
 QUOTES = str.maketrans({"‘": "'", "’": "'", "‚": "'", "‛": "'", "“": '"', "”": '"', "„": '"', "‟": '"'})
 # A wrapped line is long and ends in a non-blank character; shorter lines are never joined.
 WRAP_MIN = 60
+# A superset of every tail of one prefix, and of every head: a needle that could begin inside
+# a prefix (found in the raw line, not in the text after the prefixes) is one the dense path
+# looks at occurrence by occurrence (prefix_overlap).
+_TAIL = (rb"(?:[0-9T:.,Z -]*[ \t]|(?:\[?(?:r?a?n?k?|d?e?f?a?u?l?t?)[0-9]{0,6}\])?:[ \t]?|[#0-9 \t.]*[ \t]"
+         rb"|#?#?\[?[a-z]{0,10}\]|\[?[0-9]{0,7}\][ \t]"
+         rb"|(?:(?:(?:(?:(?:(?:(?:(?:(?:(?:(?:(?:(?:c?a)?r)?g)?o)?:)?w)?a)?r)?n)?i)?n)?g)?=)|>[ \t]?|[ \t]+)")
+_HEAD = (rb"(?:[0-9T:.,Z -]*|\[[a-z]{0,7}[0-9]{0,6}\]?:?|#[0-9 \t.]*|##?\[?[a-z]{0,10}|\[[0-9]{0,7}\]?"
+         rb"|c(?:a(?:r(?:g(?:o(?::(?:w(?:a(?:r(?:n(?:i(?:n(?:g)?)?)?)?)?)?)?)?)?)?)?)?|>)")
+_STRADDLE = re.compile(_TAIL + rb"(?:" + _PREFIX.encode() + rb")*")
+_INSIDE = re.compile(rb"(?:" + _TAIL + rb")?(?:" + _PREFIX.encode() + rb")*" + _HEAD + rb"?")
+_ALT_CHARS = tuple(frozenset(c) for c in (b"0123456789T:.,Z \t-", b"[rankdefault0123456789]: \t", b"#0123456789 \t.",
+                                          b"#[abcdefghijklmnopqrstuvwxyz]", b"[0123456789] \t", b"cargo:warning=",
+                                          b"> \t"))
 
 
 def clean(data: bytes) -> bytes:
@@ -59,7 +80,8 @@ def clean_line(line: str) -> str:
     """One line as the tool printed it: runner prefixes off, typographic quotes ASCII."""
     if line[:1] in "0123456789[#>c \t":
         line = PREFIXES.sub("", line, count=1)
-    return line.translate(QUOTES)
+    # translate() walks the line char by char through a dict: skip it where no quote can be
+    return line if line.isascii() else line.translate(QUOTES)
 
 
 def quote_variants(needle: str) -> tuple[str, ...]:
@@ -80,3 +102,13 @@ def quote_variants(needle: str) -> tuple[str, ...]:
 def wrap_candidate(line: bytes) -> bool:
     """Could a terminal have broken this line at its end?"""
     return len(line) >= WRAP_MIN and line[-1:] not in b" \t"
+
+
+def prefix_overlap(needle: bytes) -> tuple[tuple[int, ...], bool]:
+    """How a needle could begin inside a runner prefix (found in the raw line, not in the text
+    after the prefixes): the lengths i for which needle[:i] could end a prefix (the needle runs
+    on past it), and whether it could lie wholly inside one. Supersets."""
+    cuts = tuple(i for i in range(1, len(needle)) if _STRADDLE.fullmatch(needle[:i]))
+    inside = (bool(_STRADDLE.fullmatch(needle)) or bool(_INSIDE.fullmatch(needle))
+              or any(set(needle) <= chars for chars in _ALT_CHARS))
+    return cuts, inside
