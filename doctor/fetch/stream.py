@@ -193,10 +193,12 @@ class StreamUnzip:
         self._reset_entry()
         self._entry = (self._header_at, parts, flags, method, crc, csize, usize, is_dir)
         self._descriptor, self._zip64, self._left = descriptor, zip64, csize
+        if is_dir and usize:
+            raise _Stop(f"directory entry {filename!r} has contents")
         if not is_dir and not bparts:
             raise _Stop(f"entry {filename!r} has an empty name")
         self._mkdirs(bparts, include_self=is_dir)
-        if not is_dir:
+        if not is_dir:  # a directory's data (a deflated empty string) is checked, not written
             self._fd = os.open(os.path.join(self._root, *bparts), _O_CREATE, 0o600)
         if descriptor and method == STORED:
             # Nothing tells where stored data with a descriptor ends, unless there is none:
@@ -204,10 +206,6 @@ class StreamUnzip:
             # descriptor of zeros. Anything else stops the stream.
             self._buf = bytearray()
             self._step = self._read_descriptor
-        elif is_dir:
-            if csize or usize or method != STORED:
-                raise _Stop(f"directory entry {filename!r} has contents")
-            self._end_entry(crc, 0, 0)
         elif method == DEFLATED:
             self._inflater = zlib.decompressobj(-15)
             if not descriptor and csize == 0:
@@ -266,6 +264,8 @@ class StreamUnzip:
     def _write(self, out) -> None:
         if not out:
             return
+        if self._fd is None:
+            raise _Stop(f"directory entry {'/'.join(self._entry[1])!r} has contents")
         n = len(out)
         self._crc = zlib.crc32(out, self._crc)
         self._usize += n
