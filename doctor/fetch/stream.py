@@ -46,10 +46,10 @@ DESCRIPTOR_SIG = b"PK\x07\x08"
 _LOCAL = struct.Struct("<4sHHHHHIIIHH")  # a local file header without its name and extra field
 OUT = 1 << 20  # the most bytes one inflate call may produce: a 1000:1 entry stays bounded
 _MAX32 = 0xFFFFFFFF
-_DESCRIPTOR_MAX = 4 + 4 + 16  # signature, CRC-32, two zip64 sizes
-STORED, DEFLATED = zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED
 _O_CREATE = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
              | getattr(os, "O_CLOEXEC", 0))
+_DESCRIPTOR_MAX = 4 + 4 + 16  # signature, CRC-32, two zip64 sizes
+STORED, DEFLATED = zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,9 @@ class StreamUnzip:
 
     # -- the feeding side --
 
-    def feed(self, data: bytes | memoryview) -> None:
+    def feed(self, data: bytes) -> None:
+        """The next bytes of the archive. Parsed, inflated and written here, in the caller's
+        thread: on 2 busy cores a writer thread cost more CPU than it saved (docs/performance.md)."""
         if self.failed is not None or self.done:
             self.position += len(data)
             return
@@ -116,7 +118,8 @@ class StreamUnzip:
         self.position += len(view)  # what was left when it stopped
 
     def abandon(self, why: str) -> None:
-        """Stop for good and remove what was written (frees the space for the fallback)."""
+        """Stop for good and remove what was written at once (it may fill a disk the download
+        still needs, and the fallback needs the room)."""
         from doctor.writes import rmtree
 
         if self.failed is None:
@@ -130,6 +133,11 @@ class StreamUnzip:
             self.abandon("the download ended before the central directory")
         self._close()
         return self.failed
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
 
     # -- local headers --
 
@@ -310,10 +318,6 @@ class StreamUnzip:
         self._reset_entry()
         self._step = self._header
 
-    def _close(self) -> None:
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            os.close(fd)
 
 
 def _field(extra: bytes, ident: int) -> bytes | None:
