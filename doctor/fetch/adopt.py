@@ -25,6 +25,7 @@ from pathlib import Path
 from doctor.errors import DoctorError
 from doctor.fetch.extract import Extracted, Layout, _reader, current_umask, entry_parts, plan_entries
 from doctor.fetch.stream import Streamed, StreamUnzip
+from doctor.fetch.stream_thread import ThreadedUnzip
 
 
 @dataclass
@@ -33,7 +34,7 @@ class Adopted:
     extracted: Extracted
 
 
-def adopt(unzip: StreamUnzip, zip_path: Path, reserved: Iterable[str] = ()) -> Adopted | str:
+def adopt(unzip: StreamUnzip | ThreadedUnzip, zip_path: Path, reserved: Iterable[str] = ()) -> Adopted | str:
     """The streamed tree, finished and hashed; or why it cannot be used."""
     from doctor.nar import nar_hash
 

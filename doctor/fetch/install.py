@@ -25,12 +25,13 @@ from doctor.fetch.plan import Plan
 from doctor.fetch.record import NOT_HASHED, InstallRecord, read_install_record, write_record
 from doctor.fetch.source import Archive
 from doctor.fetch.stream import StreamUnzip
+from doctor.fetch.stream_thread import ThreadedUnzip
 
 __all__ = ["install_archive", "read_install_record", "NOT_HASHED"]  # the last two: read by emit nix
 
 
 def install_archive(plan: Plan, archive: Archive, dest: Path, entry: dict | None, log,
-                    streamed: StreamUnzip | None = None) -> InstallRecord:
+                    streamed: StreamUnzip | ThreadedUnzip | None = None) -> InstallRecord:
     """Check `archive` against --sha256 and the lock `entry`, unpack (or adopt the tree
     `streamed` unpacked while downloading), check the tree, write the record and swap the
     tree in at `dest`. Returns the record written."""
@@ -69,7 +70,7 @@ def install_archive(plan: Plan, archive: Archive, dest: Path, entry: dict | None
             rmtree(staging)
 
 
-def _adopt(streamed: StreamUnzip, archive: Path, what: str, log):
+def _adopt(streamed: StreamUnzip | ThreadedUnzip, archive: Path, what: str, log):
     """The tree unpacked while downloading, finished and hashed; None (and the streamed
     folder removed) when the install must unpack from the file."""
     from doctor.fetch.adopt import adopt

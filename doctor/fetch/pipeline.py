@@ -186,18 +186,20 @@ def _install(host: Host, plan: Plan, opts: FetchOptions, dest: Path, entry: dict
 
 
 def _stream_into(dest: Path):
-    """The unzip a download feeds (stream.py), writing into a fresh staging folder beside
-    `dest` (named like every staging folder, so a killed fetch's is removed by the next);
-    None where no folder can be made (the download then goes on alone)."""
+    """The unzip a download feeds (stream.py, on its own thread: stream_thread.py), writing
+    into a fresh staging folder beside `dest` (named like every staging folder, so a killed
+    fetch's is removed by the next); None where no folder can be made (the download then goes
+    on alone)."""
     import tempfile
 
     from doctor.fetch.stream import StreamUnzip
+    from doctor.fetch.stream_thread import ThreadedUnzip
 
     try:
-        return StreamUnzip(Path(tempfile.mkdtemp(prefix=f".{dest.name}.staging-", dir=dest.parent)),
-                           reserved=NOT_HASHED)
+        staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.staging-", dir=dest.parent))
     except OSError:
         return None
+    return ThreadedUnzip(StreamUnzip(staging, reserved=NOT_HASHED))
 
 
 def _keep_or_remove(plan: Plan, part: Path, keep: bool, log) -> None:

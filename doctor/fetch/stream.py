@@ -5,9 +5,10 @@ names it (as `bsdtar -x` reads a zip from a pipe). `StreamUnzip` is fed the down
 (download.py calls `feed` for each chunk it writes to the partial file) and writes each entry
 into a staging folder as it arrives, so that unpacking overlaps the transfer.
 
-Nothing it writes counts yet: when the transfer ends, adopt.py checks the sha256 and the
-lock, reads the central directory from the file, plans it with `plan_entries` (every check)
-and keeps the streamed tree only when each planned entry matches a streamed one. Until then:
+Nothing it writes counts yet: when the transfer ends, install.py checks the sha256 and the
+lock, then adopt.py reads the central directory from the file, plans it with `plan_entries`
+(every check) and keeps the streamed tree only when each entry matches a streamed one.
+Until then:
 
 - each entry passes the same per-entry rules as `plan_entries` (extract.`entry_parts`:
   absolute, `..`, NUL, over-long components, encrypted, unknown methods) and is not named like
@@ -17,13 +18,13 @@ and keeps the streamed tree only when each planned entry matches a streamed one.
   entries are symlinks: they are written as small files, turned into links once planned),
   so no path can lead out of the staging folder;
 - the tree keeps the archive's top folder (whether it is stripped is known only at the end);
-- inflating is bounded (1 MiB of output per call), and a size or CRC-32 that disagrees with
-  the header or data descriptor stops the stream.
+- inflating is bounded (1 MiB of output per call; in all, 20× the bytes that arrived), and
+  a size or CRC-32 that disagrees with the header or data descriptor stops the stream.
 
-Anything it does not handle (a stored entry with a data descriptor, unless it is empty: its
-end cannot be found;
-bzip2/lzma; a name with a backslash; data before the first header; anything unexpected) stops
-it: it records why, removes what it wrote, and the install unpacks from the file as before.
+Anything it does not handle stops it — a stored entry with a data descriptor (unless empty:
+its end cannot be found), bzip2/lzma, a name with a backslash, bytes before the first header,
+a write error, anything unexpected: it records why, removes what it wrote at once, and the
+install unpacks from the file as before.
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ DESCRIPTOR_SIG = b"PK\x07\x08"
 _LOCAL = struct.Struct("<4sHHHHHIIIHH")  # a local file header without its name and extra field
 OUT = 1 << 20  # the most bytes one inflate call may produce: a 1000:1 entry stays bounded
 _MAX32 = 0xFFFFFFFF
+# A libtorch zip unpacks to ~3.5× its size. An entry with a data descriptor states no size, so
+# what the stream writes is bounded by what has arrived: past 20× (plus 64 MiB) it stops and
+# the unpack from the file (sizes from the central directory, checked against free space) decides.
+MAX_RATIO, SLACK = 20, 64 << 20
 _O_CREATE = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
              | getattr(os, "O_CLOEXEC", 0))
 _DESCRIPTOR_MAX = 4 + 4 + 16  # signature, CRC-32, two zip64 sizes
@@ -94,8 +99,8 @@ class StreamUnzip:
     # -- the feeding side --
 
     def feed(self, data: bytes) -> None:
-        """The next bytes of the archive. Parsed, inflated and written here, in the caller's
-        thread: on 2 busy cores a writer thread cost more CPU than it saved (docs/performance.md)."""
+        """The next bytes of the archive, parsed, inflated and written before it returns (the
+        fetch calls it on a thread of its own: stream_thread.py)."""
         if self.failed is not None or self.done:
             self.position += len(data)
             return
@@ -275,6 +280,8 @@ class StreamUnzip:
         if self._fd is None:
             raise _Stop(f"directory entry {'/'.join(self._entry[1])!r} has contents")
         n = len(out)
+        if self.written + n > MAX_RATIO * self.position + SLACK:
+            raise _Stop(f"the archive inflates to over {MAX_RATIO} times the bytes that arrived")
         self._crc = zlib.crc32(out, self._crc)
         self._usize += n
         if not self._descriptor and self._usize > self._entry[6]:

@@ -23,6 +23,7 @@ from doctor.fetch.adopt import Adopted, adopt
 from doctor.fetch.extract import extract_zip
 from doctor.fetch.record import NOT_HASHED
 from doctor.fetch.stream import StreamUnzip
+from doctor.fetch.stream_thread import ThreadedUnzip
 
 NAME = "/cpu/libtorch-shared-with-deps-2.13.0+cpu.zip"
 STREAMED = "unpacked libtorch-shared-with-deps-2.13.0+cpu.zip while downloading"
@@ -133,13 +134,15 @@ def python_streamed_zip(path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("chunk", [1, 7, 4096, 1 << 20])
-def test_any_chunking_gives_the_tree_extract_zip_makes(tmp_path, chunk):
+@pytest.mark.parametrize("chunk,threaded", [(1, False), (7, False), (4096, True), (1 << 20, True)])
+def test_any_chunking_gives_the_tree_extract_zip_makes(tmp_path, chunk, threaded):
     for z in (info_zip(tmp_path), python_streamed_zip(tmp_path / "py.zip")):
         data = z.read_bytes()
         staging = tmp_path / f"s-{z.stem}"
         staging.mkdir()
         unzip = StreamUnzip(staging, reserved=NOT_HASHED)
+        if threaded:
+            unzip = ThreadedUnzip(unzip)
         for i in range(0, len(data), chunk):
             unzip.feed(data[i:i + chunk])
         got = adopt(unzip, z, reserved=NOT_HASHED)
