@@ -3,7 +3,8 @@
 Called after the transfer, once the sha256 and the lock have been checked. The central
 directory is read from the downloaded file and planned with the same `plan_entries` as an
 unpack from the file (every check: duplicates, entries inside files or symlinks, symlink
-targets, the doctor's own names; its errors are raised as they are). Each central entry must
+targets, the doctor's own names; its errors are raised as they are), while the unzip's
+thread finishes what it was handed. Each central entry must
 match a streamed one: same local-header offset, path, directory or not, method, sizes and the
 CRC-32 computed while writing; and nothing may have been streamed that it does not list. Only
 then is the tree finished as extract.py would leave it (file modes, symlinks made from the
@@ -38,20 +39,20 @@ def adopt(unzip: StreamUnzip | ThreadedUnzip, zip_path: Path, reserved: Iterable
     """The streamed tree, finished and hashed; or why it cannot be used."""
     from doctor.nar import nar_hash
 
-    why = unzip.finish()
-    if why is not None:
-        return why
+    # The central directory is planned first: the file is complete, and the unzip's thread
+    # may still be writing what it was handed last (a burst of small files), so the two overlap.
     try:
         zf = zipfile.ZipFile(zip_path)
     except (zipfile.BadZipFile, OSError, NotImplementedError) as exc:
+        unzip.finish()
         return f"its central directory cannot be read ({exc})"
     umask = current_umask()
     with zf:
         infos = zf.infolist()
-        why = disagreement(infos, unzip.entries)
-        if why is not None:
-            return why
         layout = plan_entries(infos, strip_root=True, read=_reader(zf), umask=umask, reserved=reserved)
+    why = unzip.finish() or disagreement(infos, unzip.entries)
+    if why is not None:
+        return why
     root = unzip.root / layout.stripped if layout.stripped else unzip.root
     files, size = _settle(os.fsencode(root), layout, umask)
     return Adopted(root, Extracted(nar_hash(root, exclude_top=reserved), files, size, layout.stripped))
