@@ -154,6 +154,65 @@ def test_any_chunking_gives_the_tree_extract_zip_makes(tmp_path, chunk, threaded
         assert tree_listing(got.root) == tree_listing(ref)
 
 
+def hand_zip(path: Path, entries: list[tuple[str, bytes, int, str | None, int]]) -> Path:
+    """A zip written byte by byte, for the forms no tool here writes on demand: entries are
+    (name, contents, method, descriptor: None | "signed" | "unsigned", Unix mode)."""
+    import zlib
+
+    local, central = bytearray(), bytearray()
+    for name, data, method, descriptor, mode in entries:
+        raw = name.encode()
+        crc = zlib.crc32(data)
+        if method == zipfile.ZIP_DEFLATED:
+            packer = zlib.compressobj(6, zlib.DEFLATED, -15)
+            body = packer.compress(data) + packer.flush()
+        else:
+            body = data
+        flags = 0x08 if descriptor else 0
+        offset = len(local)
+        stated = (0, 0, 0) if descriptor else (crc, len(body), len(data))
+        local += struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", 20, flags, method, 0, 0x21, *stated, len(raw), 0) + raw + body
+        if descriptor:
+            local += (b"PK\x07\x08" if descriptor == "signed" else b"") + struct.pack("<III", crc, len(body), len(data))
+        central += struct.pack("<4sHHHHHHIIIHHHHHII", b"PK\x01\x02", 3 << 8 | 20, 20, flags, method, 0, 0x21, crc,
+                               len(body), len(data), len(raw), 0, 0, 0, 0, mode << 16, offset) + raw
+    n = len(entries)
+    path.write_bytes(bytes(local + central) + struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, n, n, len(central),
+                                                            len(local), 0))
+    return path
+
+
+def test_unsigned_descriptors_and_empty_stored_entries_with_descriptors_stream(tmp_path):
+    z = hand_zip(tmp_path / "hand.zip", [
+        ("libtorch/", b"", zipfile.ZIP_STORED, "signed", 0o40755),  # what `zip -fd` writes for a folder
+        ("libtorch/lib/libc10.so", os.urandom(50_000) * 2, zipfile.ZIP_DEFLATED, "unsigned", 0o100755),
+        ("libtorch/include/empty.h", b"", zipfile.ZIP_STORED, "signed", 0o100644),
+        ("libtorch/build-version", b"2.13.0+cpu\n", zipfile.ZIP_STORED, None, 0o100644),
+        ("libtorch/lib/libc10.so.1", b"libc10.so", zipfile.ZIP_DEFLATED, "unsigned", 0o120777),
+    ])
+    data = z.read_bytes()
+    unzip = StreamUnzip(tmp_path / "s", reserved=NOT_HASHED)
+    (tmp_path / "s").mkdir()
+    for i in range(0, len(data), 1000):
+        unzip.feed(data[i:i + 1000])
+    got = adopt(unzip, z, reserved=NOT_HASHED)
+    assert isinstance(got, Adopted), got
+    (tmp_path / "e").mkdir()
+    assert got.extracted == extract_zip(z, tmp_path / "e", reserved=NOT_HASHED)
+    assert tree_listing(got.root) == tree_listing(tmp_path / "e")
+    assert os.readlink(got.root / "lib/libc10.so.1") == "libc10.so"
+
+
+def test_a_stored_entry_with_a_descriptor_and_contents_stops_the_stream(tmp_path):
+    z = hand_zip(tmp_path / "hand.zip", [
+        ("libtorch/lib/libc10.so", b"its end cannot be found", zipfile.ZIP_STORED, "signed", 0o100644)])
+    unzip = StreamUnzip(tmp_path / "s")
+    (tmp_path / "s").mkdir()
+    unzip.feed(z.read_bytes())
+    assert adopt(unzip, z) == "stored entry 'libtorch/lib/libc10.so' has a data descriptor: its end cannot be found"
+    assert not (tmp_path / "s").exists()  # what it wrote is gone at once
+
+
 def _drop_central_record(data: bytes, name: bytes) -> bytes:
     """The zip without `name`'s central directory record: its local header and data stay,
     listed nowhere (what an unzip reading local headers would install, and unzip would not)."""
@@ -275,3 +334,22 @@ def test_stored_entries_with_data_descriptors_unpack_from_the_file(server, tmp_p
     assert FROM_FILE in r.stderr and "has a data descriptor: its end cannot be found" in r.stderr
     assert installed(tmp_path / "dest") == tree_listing(unzip_tree(z, tmp_path / "u"))
     assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("name,says", [
+    ("libtorch/../../escaped", "climbs out of the tree with '..'"),
+    ("/tmp/escaped", "has an absolute path"),
+    ("libtorch/" + "e" * 256, "has a name component over 255 bytes"),
+    ("libtorch/torch-doctor.json", "is named like a file fetch-libtorch writes itself"),
+    ("libtorch\\..\\escaped", "backslash"),
+])
+def test_a_name_the_rules_refuse_stops_the_stream_before_it_is_written(tmp_path, name, says):
+    z = hand_zip(tmp_path / "evil.zip", [
+        ("libtorch/build-version", b"2.13.0+cpu\n", zipfile.ZIP_STORED, None, 0o100644),
+        (name, b"escaped", zipfile.ZIP_STORED, None, 0o100644)])
+    staging = tmp_path / "deep/er/s"
+    staging.mkdir(parents=True)
+    unzip = StreamUnzip(staging, reserved=NOT_HASHED)
+    unzip.feed(z.read_bytes())
+    assert unzip.failed is not None and says in unzip.failed
+    assert not staging.exists() and not list(tmp_path.rglob("escaped")) and not Path("/tmp/escaped").exists()
