@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from doctor.errors import DoctorError
+from doctor.fetch.extract import check_reserved, entry_parts
 
 LOCAL_SIG = b"PK\x03\x04"
 # What may follow the last entry: the central directory, the zip64 end records, the archive
@@ -178,8 +179,6 @@ class StreamUnzip:
         self._need = 4
 
     def _start_entry(self, header: bytes) -> None:
-        from doctor.fetch.extract import check_reserved, entry_parts
-
         _, _, flags, method, _, _, crc, csize, usize, name_len, extra_len = _LOCAL.unpack_from(header)
         raw = header[_LOCAL.size:_LOCAL.size + name_len]
         extra = header[_LOCAL.size + name_len:]
