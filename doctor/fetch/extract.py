@@ -291,7 +291,7 @@ def entry_parts(info: zipfile.ZipInfo, rename: NameMap | None = None) -> tuple[s
         raise UnsafeArchive(info.filename, "climbs out of the tree with '..'")
     if "\0" in name:
         raise UnsafeArchive(info.filename, "has a NUL byte in its name")
-    if any(len(os.fsencode(p)) > NAME_MAX for p in parts):
+    if len(name) > NAME_MAX // 4 and any(len(os.fsencode(p)) > NAME_MAX for p in parts):  # 4 bytes a char at most
         raise UnsafeArchive(info.filename[:120] + "...", f"has a name component over {NAME_MAX} bytes")
     return parts
 
