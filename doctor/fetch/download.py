@@ -11,7 +11,11 @@
   loops and chains over 10 hops end with a clear error;
 - `Accept-Encoding: identity` is sent; a server that compresses anyway is decoded (and that
   answer is not resumed byte for byte);
-- URLs are shown with credentials and query strings redacted (names.py).
+- URLs are shown with credentials and query strings redacted (names.py);
+- a `sink` (stream.py's unzip) is fed every byte written to the partial file, in order, as
+  long as it has seen all of them: a partial file from an earlier run, a restart from zero or
+  a body the server compressed anyway ends its part (`abandon`), and the install unpacks
+  from the file instead.
 
 The loop is small steps in the manner of pip's network/download.py: resume-or-start, one
 attempt (request → status check → remember validators → stream), wait-and-retry.
@@ -59,6 +63,13 @@ class Progress(Protocol):
     def close(self) -> None: ...
 
 
+class Sink(Protocol):
+    position: int  # bytes fed so far
+
+    def feed(self, data: bytes) -> None: ...
+    def abandon(self, why: str) -> None: ...
+
+
 class _Retry(Exception):
     def __init__(self, why: str, wait: float | None = None) -> None:
         super().__init__(why)
@@ -95,10 +106,11 @@ def download(
     log: Callable[[str], None] = lambda s: None,
     progress: Progress | None = None,
     check_space: Callable[[int], None] | None = None,
+    sink: Sink | None = None,
 ) -> Downloaded:
     """Download `url` to `part` (resuming what a previous run left there) and return its sha256."""
     started = time.monotonic()
-    st = _State(part)
+    st = _State(part, sink)
     at = _Attempt(url, part, part.with_name(part.name + ".json"), {}, allow_http, timeout, log)
     _resume_or_start(at, st)
     session = _session()
@@ -147,6 +159,7 @@ def _resume_or_start(at: _Attempt, st: _State) -> None:
             st.restart()
         if st.offset:
             at.log(f"resuming a partial download ({human_bytes(st.offset)} already here)")
+            st.drop_sink("the download resumed a partial file from an earlier run")
         at.meta = meta
         at.total = meta.get("total") if isinstance(meta.get("total"), int) else None
     else:
@@ -335,12 +348,19 @@ def _unlink(p: Path) -> None:
 class _State:
     """The partial file's length and the running sha256 of its bytes."""
 
-    def __init__(self, part: Path) -> None:
+    def __init__(self, part: Path, sink: Sink | None = None) -> None:
         self.part = part
         self.offset = 0
         self.hasher = hashlib.sha256()
+        self.sink = sink
+
+    def drop_sink(self, why: str) -> None:
+        if self.sink is not None:
+            self.sink.abandon(why)
+            self.sink = None
 
     def restart(self) -> None:
+        self.drop_sink("the download started over")
         self.part.unlink(missing_ok=True)
         self.offset = 0
         self.hasher = hashlib.sha256()
@@ -362,6 +382,10 @@ class _State:
             resp.raw.enforce_content_length = False
         if decode and self.offset:
             self.restart()  # a decoded body cannot be resumed byte for byte
+        if decode:
+            self.drop_sink("the server compressed the answer")
+        elif self.sink is not None and self.sink.position != self.offset:
+            self.drop_sink("the download resumed at a byte the unpack had not seen")
         try:
             self._stream(resp, progress, requests)
         except OSError as exc:
@@ -370,6 +394,7 @@ class _State:
             raise os_error(exc, "write the download to", self.part) from exc
 
     def _stream(self, resp, progress: Progress | None, requests) -> None:
+        sink = self.sink
         with open(self.part, "r+b" if self.offset else "wb") as fh:
             fh.seek(self.offset)
             fh.truncate()
@@ -378,6 +403,8 @@ class _State:
                     fh.write(chunk)
                     self.hasher.update(chunk)
                     self.offset += len(chunk)
+                    if sink is not None:
+                        sink.feed(chunk)
                     if progress is not None:
                         progress.advance(len(chunk))
             except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ConnectionError,

@@ -197,31 +197,9 @@ def plan_entries(
     reserved_top = {os.fsencode(n) for n in reserved}
     raw: list[tuple[tuple[str, ...], str, int, zipfile.ZipInfo]] = []
     for info in infos:
-        if info.flag_bits & 0x1:
-            raise BadArchive(f"the archive's entry {info.filename!r} is encrypted",
-                             "a libtorch archive is never encrypted; use an official zip")
-        if info.compress_type not in _METHODS:
-            method = _METHOD_NAMES.get(info.compress_type, f"method {info.compress_type}")
-            raise BadArchive(f"the archive's entry {info.filename!r} is compressed with {method}, "
-                             "which this Python cannot unpack",
-                             "use an official libtorch zip (deflate), or repack the archive with `zip`")
-        name = os.fsdecode(raw_name(info))
-        if info.create_system == FS_FAT and "\\" in name:
-            name = name.replace("\\", "/")  # as unzip does for archives made on DOS/Windows
-        if rename is not None:
-            mapped = rename(name)
-            if mapped is None:
-                continue
-            name = mapped
-        if name.startswith("/") or (len(name) > 1 and name[1] == ":" and name[0].isalpha()):
-            raise UnsafeArchive(info.filename, "has an absolute path")
-        parts = tuple(p for p in name.split("/") if p not in ("", "."))
-        if ".." in parts:
-            raise UnsafeArchive(info.filename, "climbs out of the tree with '..'")
-        if "\0" in name:
-            raise UnsafeArchive(info.filename, "has a NUL byte in its name")
-        if any(len(os.fsencode(p)) > NAME_MAX for p in parts):
-            raise UnsafeArchive(info.filename[:120] + "...", f"has a name component over {NAME_MAX} bytes")
+        parts = entry_parts(info, rename)
+        if parts is None:
+            continue
         kind, perms = unzip_mode(info, umask)
         if not parts:
             if kind != "dir":
@@ -253,12 +231,8 @@ def plan_entries(
                 continue  # a repeated directory entry is harmless
             raise UnsafeArchive(info.filename, "appears twice")
         entries[path] = Entry(path, kind, perms, info)
-    for path, entry in entries.items():
-        if path[0] in reserved_top:
-            # The record and marker are the doctor's own: a copy in the archive would be
-            # hidden from the NAR hash (and could point elsewhere as a symlink).
-            raise UnsafeArchive(_show(path), "is named like a file fetch-libtorch writes itself "
-                                f"({os.fsdecode(path[0])}); it could stand in for the install record")
+    for path in entries:
+        check_reserved(path, reserved_top)
     for name, data, perms in extra:
         path = tuple(os.fsencode(p) for p in name.split("/") if p)
         entries[path] = Entry(path, "file", perms, None, data)
@@ -286,6 +260,49 @@ def plan_entries(
     ordered = [entries[k] for k in sorted(entries)]
     total = sum(e.size for e in ordered if e.kind == "file")
     return Layout(ordered, root_perms, stripped, total)
+
+
+def entry_parts(info: zipfile.ZipInfo, rename: NameMap | None = None) -> tuple[str, ...] | None:
+    """One entry's path components, after the rules each entry must pass on its own: not
+    encrypted, a compression method this Python inflates, no absolute path, no `..`, no NUL,
+    no component over NAME_MAX bytes. None when `rename` drops the entry. Shared by
+    `plan_entries` and the streaming unpack (stream.py), which checks each local header as it
+    arrives."""
+    if info.flag_bits & 0x1:
+        raise BadArchive(f"the archive's entry {info.filename!r} is encrypted",
+                         "a libtorch archive is never encrypted; use an official zip")
+    if info.compress_type not in _METHODS:
+        method = _METHOD_NAMES.get(info.compress_type, f"method {info.compress_type}")
+        raise BadArchive(f"the archive's entry {info.filename!r} is compressed with {method}, "
+                         "which this Python cannot unpack",
+                         "use an official libtorch zip (deflate), or repack the archive with `zip`")
+    name = os.fsdecode(raw_name(info))
+    if info.create_system == FS_FAT and "\\" in name:
+        name = name.replace("\\", "/")  # as unzip does for archives made on DOS/Windows
+    if rename is not None:
+        mapped = rename(name)
+        if mapped is None:
+            return None
+        name = mapped
+    if name.startswith("/") or (len(name) > 1 and name[1] == ":" and name[0].isalpha()):
+        raise UnsafeArchive(info.filename, "has an absolute path")
+    parts = tuple(p for p in name.split("/") if p not in ("", "."))
+    if ".." in parts:
+        raise UnsafeArchive(info.filename, "climbs out of the tree with '..'")
+    if "\0" in name:
+        raise UnsafeArchive(info.filename, "has a NUL byte in its name")
+    if len(name) > NAME_MAX // 4 and any(len(os.fsencode(p)) > NAME_MAX for p in parts):  # 4 bytes a char at most
+        raise UnsafeArchive(info.filename[:120] + "...", f"has a name component over {NAME_MAX} bytes")
+    return parts
+
+
+def check_reserved(path: tuple[bytes, ...], reserved_top: set[bytes]) -> None:
+    """Refuse an entry (path inside the tree) named like a file the caller writes itself."""
+    if path and path[0] in reserved_top:
+        # The record and marker are the doctor's own: a copy in the archive would be
+        # hidden from the NAR hash (and could point elsewhere as a symlink).
+        raise UnsafeArchive(_show(path), "is named like a file fetch-libtorch writes itself "
+                            f"({os.fsdecode(path[0])}); it could stand in for the install record")
 
 
 def _show(path: tuple[bytes, ...]) -> str:

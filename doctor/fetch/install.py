@@ -3,6 +3,10 @@ check it, write the install record and swap it into place.
 
 Every step before the swap happens in `<parent>/.<name>.staging-*`, on the destination's file
 system; any failure removes the staging tree and leaves the destination as it was.
+
+A download arrives already unpacked (stream.py, into a staging folder the pipeline owns):
+after the sha256 and lock checks, that tree is kept when the central directory agrees with
+it (adopt.py); otherwise, and for --archive and wheels, the archive is unpacked from the file.
 """
 
 from __future__ import annotations
@@ -20,41 +24,67 @@ from doctor.fetch.names import has_secrets, redact_url, safe_component
 from doctor.fetch.plan import Plan
 from doctor.fetch.record import NOT_HASHED, InstallRecord, read_install_record, write_record
 from doctor.fetch.source import Archive
+from doctor.fetch.stream import StreamUnzip
+from doctor.fetch.stream_thread import ThreadedUnzip
 
 __all__ = ["install_archive", "read_install_record", "NOT_HASHED"]  # the last two: read by emit nix
 
 
-def install_archive(plan: Plan, archive: Archive, dest: Path, entry: dict | None, log) -> InstallRecord:
-    """Check `archive` against --sha256 and the lock `entry`, unpack, check the tree, write
-    the record and swap the tree in at `dest`. Returns the record written."""
+def install_archive(plan: Plan, archive: Archive, dest: Path, entry: dict | None, log,
+                    streamed: StreamUnzip | ThreadedUnzip | None = None) -> InstallRecord:
+    """Check `archive` against --sha256 and the lock `entry`, unpack (or adopt the tree
+    `streamed` unpacked while downloading), check the tree, write the record and swap the
+    tree in at `dest`. Returns the record written."""
     what = plan.file_name if plan.source == "url" and plan.file_name else archive.path.name
     verify.check_sha256(archive.sha256, plan.sha256, what, "--sha256")
     verify.check_lock_entry(entry, archive.sha256, archive.size, plan.lock_path, plan.lock_key, what)
-    staging = None
+    staging = None  # a staging folder of this function's own (the streamed one is the caller's)
     try:
-        try:
-            staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.staging-", dir=dest.parent))
-        except OSError as exc:
-            raise os_error(exc, "create a staging folder in", dest.parent) from exc
-        log(f"unpacking {what}")
-        try:
-            facts, extracted = _unpack(plan, archive.path, staging)
-        except OSError as exc:
-            raise os_error(exc, "unpack the archive into", dest.parent) from exc
+        adopted = _adopt(streamed, archive.path, what, log) if streamed is not None else None
+        if adopted is not None:
+            root, extracted = adopted.root, adopted.extracted
+        else:
+            try:
+                staging = root = Path(tempfile.mkdtemp(prefix=f".{dest.name}.staging-", dir=dest.parent))
+            except OSError as exc:
+                raise os_error(exc, "create a staging folder in", dest.parent) from exc
+            if streamed is None:
+                log(f"unpacking {what}")
+            try:
+                facts, extracted = _unpack(plan, archive.path, staging)
+            except OSError as exc:
+                raise os_error(exc, "unpack the archive into", dest.parent) from exc
         if entry:
             verify.check_nar(extracted.nar_hash, entry.get("nar_hash"), what, f"{plan.lock_path} [{plan.lock_key}]")
-        version, variant, abi, build_version = check_tree(plan, staging)
+        version, variant, abi, build_version = check_tree(plan, root)
         record = _record(plan, archive, extracted, version, variant, abi, build_version)
         try:
-            write_record(staging, record)
+            write_record(root, record)
         except OSError as exc:
-            raise os_error(exc, "write the install record in", staging) from exc
-        swap(staging, dest)
+            raise os_error(exc, "write the install record in", root) from exc
+        swap(root, dest)
         staging = None
         return record
     finally:
         if staging is not None:
             rmtree(staging)
+
+
+def _adopt(streamed: StreamUnzip | ThreadedUnzip, archive: Path, what: str, log):
+    """The tree unpacked while downloading, finished and hashed; None (and the streamed
+    folder removed) when the install must unpack from the file."""
+    from doctor.fetch.adopt import adopt
+
+    try:
+        adopted = adopt(streamed, archive, reserved=NOT_HASHED)
+    except OSError as exc:
+        raise os_error(exc, "unpack the archive into", streamed.root.parent) from exc
+    if isinstance(adopted, str):
+        streamed.abandon(adopted)
+        log(f"unpacking {what} from the file: the unpack while downloading was not used ({adopted})")
+        return None
+    log(f"unpacked {what} while downloading")
+    return adopted
 
 
 def _record(plan: Plan, archive: Archive, extracted, version, variant, abi, build_version) -> InstallRecord:

@@ -4,8 +4,10 @@
 2. if the destination already holds this libtorch (install record matches; lock agrees),
    stop: nothing to do (also where nothing can be written: a read-only tree with --offline);
 3. refuse to replace anything but a tree the doctor installed (destination.py);
-4. get the archive (source.py), install it (install.py: sha256 and lock checks, unpack with
-   the NAR hash in the same pass, tree checks, record, one-rename swap);
+4. get the archive (source.py) — a download is unpacked into a staging folder while it
+   arrives (stream.py) — and install it (install.py: sha256 and lock checks; the streamed
+   tree kept only when the central directory agrees (adopt.py), else an unpack from the file
+   with the NAR hash in the same pass; tree checks, record, one-rename swap);
 5. record the hashes in the lock on first use.
 
 Any failure before the swap leaves the destination as it was.
@@ -157,22 +159,44 @@ def _install(host: Host, plan: Plan, opts: FetchOptions, dest: Path, entry: dict
     from doctor.fetch.install import install_archive
     from doctor.fetch.source import get_archive
 
-    archive = get_archive(host, plan, dest, retries=opts.retries, backoff=opts.backoff, timeout=opts.timeout,
-                          log=log, progress_stream=progress_stream)
+    streamed = _stream_into(dest) if plan.source == "url" else None
     try:
-        record = install_archive(plan, archive, dest, entry, log)
-    except DoctorError:
-        # The transfer was complete; what arrived is wrong (checksum, damaged or unsafe zip,
-        # another version or ABI). Never resume from those bytes.
-        if archive.part is not None:
-            remove_part(archive.part)
-        raise
+        archive = get_archive(host, plan, dest, retries=opts.retries, backoff=opts.backoff, timeout=opts.timeout,
+                              log=log, progress_stream=progress_stream, sink=streamed)
+        try:
+            record = install_archive(plan, archive, dest, entry, log, streamed)
+        except DoctorError:
+            # The transfer was complete; what arrived is wrong (checksum, damaged or unsafe zip,
+            # another version or ABI). Never resume from those bytes.
+            if archive.part is not None:
+                remove_part(archive.part)
+            raise
+        finally:
+            if archive.workdir is not None:
+                rmtree(archive.workdir)
     finally:
-        if archive.workdir is not None:
-            rmtree(archive.workdir)
+        if streamed is not None:
+            streamed.abandon("the install ended")  # closes what is open; removes what was not swapped in
     if archive.part is not None:
         _keep_or_remove(plan, archive.part, opts.keep_archive, log)
     return record
+
+
+def _stream_into(dest: Path):
+    """The unzip a download feeds (stream.py, on its own thread: stream_thread.py), writing
+    into a fresh staging folder beside `dest` (named like every staging folder, so a killed
+    fetch's is removed by the next); None where no folder can be made (the download then goes
+    on alone)."""
+    import tempfile
+
+    from doctor.fetch.stream import StreamUnzip
+    from doctor.fetch.stream_thread import ThreadedUnzip
+
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.staging-", dir=dest.parent))
+    except OSError:
+        return None
+    return ThreadedUnzip(StreamUnzip(staging, reserved=NOT_HASHED))
 
 
 def _keep_or_remove(plan: Plan, part: Path, keep: bool, log) -> None:

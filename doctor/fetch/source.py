@@ -36,9 +36,10 @@ def part_path(plan: Plan, dest: Path) -> Path:
 
 
 def get_archive(host: Host, plan: Plan, dest: Path, *, retries: int, backoff: float, timeout: float,
-                log, progress_stream) -> Archive:
+                log, progress_stream, sink=None) -> Archive:
+    """`sink`: fed the bytes of a download as they arrive (stream.py), for URLs only."""
     if plan.source == "url":
-        return _download(plan, dest, retries, backoff, timeout, log, progress_stream)
+        return _download(plan, dest, retries, backoff, timeout, log, progress_stream, sink)
     if plan.source == "archive":
         path = Path(host.real(plan.archive))
         log(f"hashing {path}")
@@ -57,7 +58,8 @@ def get_archive(host: Host, plan: Plan, dest: Path, *, retries: int, backoff: fl
     return Archive(path, sha, size, origin, workdir=workdir)
 
 
-def _download(plan: Plan, dest: Path, retries: int, backoff: float, timeout: float, log, progress_stream) -> Archive:
+def _download(plan: Plan, dest: Path, retries: int, backoff: float, timeout: float, log, progress_stream,
+              sink) -> Archive:
     from doctor.formats import human_bytes
     from doctor.fetch.download import download, make_progress
 
@@ -71,6 +73,6 @@ def _download(plan: Plan, dest: Path, retries: int, backoff: float, timeout: flo
     result = download(plan.url, part, allow_http=plan.allow_http, retries=retries, backoff=backoff,
                       timeout=(min(15.0, timeout), timeout), log=log,
                       progress=make_progress(plan.file_name or "libtorch", log, progress_stream),
-                      check_space=check_space)
+                      check_space=check_space, sink=sink)
     log(f"downloaded {human_bytes(result.size)} in {result.seconds:.1f} s; sha256 {result.sha256}")
     return Archive(result.path, result.sha256, result.size, plan.url, part=part)
