@@ -3,9 +3,13 @@ probes need (no `nm`, no `readelf`; pyelftools is the oracle in the tests)."""
 
 from __future__ import annotations
 
+import collections
 import functools
+import itertools
 import os
+import re
 import struct
+import sys
 from dataclasses import dataclass, field
 
 # Defined dynamic symbols in these namespaces decide the ABI; other namespaces (fmt, std
@@ -125,6 +129,8 @@ SHT_GNU_VERDEF, SHT_GNU_VERNEED = 0x6FFFFFFD, 0x6FFFFFFE
 DT_NEEDED, DT_RPATH, DT_RUNPATH = 1, 15, 29
 _TORCH_PREFIXES = tuple(p.encode() for p in TORCH_NAMESPACES)
 _CXX11_BYTES, _OLD_BYTES = CXX11_STRING.encode(), OLD_STRING.encode()
+_MARKED_TORCH_NAME = re.compile(b"(?:" + b"|".join(re.escape(p) for p in _TORCH_PREFIXES) + b")[^\\0]*?(?:"
+                                + re.escape(_CXX11_BYTES) + b"|" + re.escape(_OLD_BYTES) + b")[^\\0]*")
 EM_NAMES = {62: "x86_64", 183: "aarch64", 3: "i386", 40: "arm", 21: "ppc64le"}
 MAX_VERSIONS = 1 << 16  # version entries followed in one table (a loop of vn_next ends here)
 
@@ -284,26 +290,46 @@ class ElfReader:
     def abi_counts(self) -> tuple[int, int]:
         """(defined torch-namespace symbols with std::__cxx11::string, with the old std::string),
         as _abi_counts(defined_symbols()) counts them, on the raw bytes: a libtorch library has
-        ~10⁵ dynamic symbols and a cache may hold dozens of trees (issue 19)."""
+        ~10⁴–10⁵ dynamic symbols and a cache may hold dozens of trees (issue 19)."""
         section = self._first(SHT_DYNSYM)
         if section is None:
             return 0, 0
         strings = self._strings(section[3])
+        data = self._bytes(section)
+        defined = self._defined_names(data)
+        if defined is None:  # a big-endian file: entry by entry
+            defined = collections.Counter(e[0] for e in self._entries(data) if e[1])
+        cxx11 = old = 0
+        # Only names that start a torch namespace and carry one of the two strings are visited;
+        # the regular expression skips every other name in C.
+        for m in _MARKED_TORCH_NAME.finditer(strings):
+            n = defined.get(m.start())
+            if not n:
+                continue
+            if _CXX11_BYTES in m.group():
+                cxx11 += n
+            else:
+                old += n
+        return cxx11, old
+
+    def _defined_names(self, data: bytes) -> collections.Counter | None:
+        """How many defined entries name each string-table offset, read column-wise (no tuple
+        per entry); None unless both the file and this machine are little-endian."""
+        if self._o != "<" or sys.byteorder != "little":
+            return None
+        per_entry = 6 if self.elfclass == 64 else 4  # 32-bit words in Elf64_Sym / Elf32_Sym
+        words = memoryview(data[: len(data) // (4 * per_entry) * (4 * per_entry)]).cast("I")
+        names = words[0::per_entry]
+        # st_info, st_other, st_shndx share one word (the 2nd in Elf64_Sym, the 4th in Elf32_Sym):
+        # st_shndx != 0 (defined) is the word being >= 2**16 on a little-endian machine.
+        packed = words[1::per_entry] if self.elfclass == 64 else words[3::per_entry]
+        return collections.Counter(itertools.compress(names, map((1 << 16).__le__, packed)))
+
+    def _entries(self, data: bytes):
+        """(st_name, defined) of each entry, for the byte orders _defined_names does not read."""
         fmt, shndx_at = (self._o + "IBBHQQ", 3) if self.elfclass == 64 else (self._o + "IIIBBH", 5)
         width = struct.calcsize(fmt)
-        data = self._bytes(section)
-        starts = strings.startswith
-        torch = [e[0] for e in struct.iter_unpack(fmt, data[: len(data) // width * width])
-                 if e[shndx_at] != 0 and e[0] and starts(_TORCH_PREFIXES, e[0])]
-        cxx11 = old = 0
-        for offset in torch:
-            end = strings.find(b"\0", offset)
-            name = strings[offset:end if end >= 0 else len(strings)]
-            if _CXX11_BYTES in name:
-                cxx11 += 1
-            elif _OLD_BYTES in name:
-                old += 1
-        return cxx11, old
+        return ((e[0], e[shndx_at] != 0) for e in struct.iter_unpack(fmt, data[: len(data) // width * width]))
 
 
 def _abi_counts(names) -> tuple[int, int]:
