@@ -103,21 +103,23 @@ class Host:
 
     def _fs_path(self, path: str | os.PathLike[str]) -> str:
         """`real(path)` as a string, without pathlib for an absolute path on the real root: the
-        loader probe asks about thousands of directories of a long LD_LIBRARY_PATH."""
-        if isinstance(path, str) and path.startswith("/") and self.root == _ROOT:
-            return path
+        loader probe asks about thousands of directories of a long LD_LIBRARY_PATH, and check
+        about a dozen files in each of dozens of libtorch trees."""
+        text = os.fspath(path)
+        if isinstance(text, str) and text.startswith("/") and self.root == _ROOT:
+            return text
         return str(self.real(path))
 
     # pathlib's predicates raise on a component over 255 bytes (ENAMETOOLONG) before Python
     # 3.12 swallows it; a path taken from the environment may be anything.
     def exists(self, path: str | os.PathLike[str]) -> bool:
-        return _safely(lambda: self.real(path).exists())
+        return _safely(lambda: os.path.exists(self._fs_path(path)))
 
     def is_dir(self, path: str | os.PathLike[str]) -> bool:
         return _safely(lambda: os.path.isdir(self._fs_path(path)))
 
     def is_file(self, path: str | os.PathLike[str]) -> bool:
-        return _safely(lambda: self.real(path).is_file())
+        return _safely(lambda: os.path.isfile(self._fs_path(path)))
 
     def read_text(self, path: str | os.PathLike[str], limit: int = 1 << 20) -> str | None:
         """The file's text (at most `limit` bytes), or None when it cannot be read or is not a
@@ -129,7 +131,7 @@ class Host:
         """At most `limit` bytes of a regular file, or None. A FIFO or a device in place of
         libc10.so or version.txt would block or never end: it is opened non-blocking and
         refused after fstat, so reading it never hangs."""
-        real = self.real(path)
+        real = self._fs_path(path)
         try:
             fd = os.open(real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
         except (OSError, ValueError):  # ValueError: a NUL byte in the path
