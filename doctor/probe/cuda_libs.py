@@ -180,7 +180,8 @@ def _copies(host: Host, soname: str, site_dirs: list[str], ld_cache: dict[str, l
     if prefix and host.exists(PurePath(prefix) / "lib" / soname):
         found.append(str(PurePath(prefix) / "lib" / soname))
     found.extend(ld_cache.get(soname, []))
-    found.extend(str(PurePath(d) / soname) for d in dirs_holding(host, host.env.get("LD_LIBRARY_PATH", "").split(":"), soname, ld_cache))
+    search = host.env.get("LD_LIBRARY_PATH", "").split(":")
+    found.extend(str(PurePath(d) / soname) for d in dirs_holding(host, search, soname, ld_cache))
     seen: set[str] = set()
     return [p for p in found if not (p in seen or seen.add(p))]
 

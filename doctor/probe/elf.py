@@ -297,8 +297,6 @@ class ElfReader:
         strings = self._strings(section[3])
         data = self._bytes(section)
         defined = self._defined_names(data)
-        if defined is None:  # a big-endian file: entry by entry
-            defined = collections.Counter(e[0] for e in self._entries(data) if e[1])
         cxx11 = old = 0
         # Only names that start a torch namespace and carry one of the two strings are visited;
         # the regular expression skips every other name in C.
@@ -312,24 +310,21 @@ class ElfReader:
                 old += n
         return cxx11, old
 
-    def _defined_names(self, data: bytes) -> collections.Counter | None:
-        """How many defined entries name each string-table offset, read column-wise (no tuple
-        per entry); None unless both the file and this machine are little-endian."""
-        if self._o != "<" or sys.byteorder != "little":
-            return None
-        per_entry = 6 if self.elfclass == 64 else 4  # 32-bit words in Elf64_Sym / Elf32_Sym
-        words = memoryview(data[: len(data) // (4 * per_entry) * (4 * per_entry)]).cast("I")
-        names = words[0::per_entry]
-        # st_info, st_other, st_shndx share one word (the 2nd in Elf64_Sym, the 4th in Elf32_Sym):
-        # st_shndx != 0 (defined) is the word being >= 2**16 on a little-endian machine.
-        packed = words[1::per_entry] if self.elfclass == 64 else words[3::per_entry]
-        return collections.Counter(itertools.compress(names, map((1 << 16).__le__, packed)))
-
-    def _entries(self, data: bytes):
-        """(st_name, defined) of each entry, for the byte orders _defined_names does not read."""
+    def _defined_names(self, data: bytes) -> collections.Counter:
+        """How many defined entries name each string-table offset. On a little-endian file and
+        machine the table is read column-wise, as 32-bit words (no tuple per entry); otherwise
+        entry by entry."""
+        if self._o == "<" and sys.byteorder == "little":
+            per_entry = 6 if self.elfclass == 64 else 4  # 32-bit words in Elf64_Sym / Elf32_Sym
+            words = memoryview(data[: len(data) // (4 * per_entry) * (4 * per_entry)]).cast("I")
+            # st_info, st_other, st_shndx share one word (the 2nd in Elf64_Sym, the 4th in
+            # Elf32_Sym): st_shndx != 0 (defined) is that word being >= 2**16.
+            packed = words[1::per_entry] if self.elfclass == 64 else words[3::per_entry]
+            return collections.Counter(itertools.compress(words[0::per_entry], map((1 << 16).__le__, packed)))
         fmt, shndx_at = (self._o + "IBBHQQ", 3) if self.elfclass == 64 else (self._o + "IIIBBH", 5)
         width = struct.calcsize(fmt)
-        return ((e[0], e[shndx_at] != 0) for e in struct.iter_unpack(fmt, data[: len(data) // width * width]))
+        return collections.Counter(e[0] for e in struct.iter_unpack(fmt, data[: len(data) // width * width])
+                                   if e[shndx_at] != 0)
 
 
 def _abi_counts(names) -> tuple[int, int]:
