@@ -13,8 +13,11 @@ if TYPE_CHECKING:  # the engine calls the advisors; they only read the Match the
 
 
 def _release(code: str) -> str:
-    """NCCL's version code as a release; the code itself when it is no number NCCL prints."""
-    return fixes.nccl_release(code) if code.isdigit() and len(code) <= 6 else code
+    """NCCL's version code as a release; the code itself (its first 12 digits) when it is no
+    number NCCL prints: a hostile log's 4,000-digit "version" is not echoed into the title."""
+    if code.isdigit() and len(code) <= 6:
+        return fixes.nccl_release(code)
+    return code if len(code) <= 12 else code[:12] + "…"
 
 
 def _version_mismatch(match: Match, facts: MachineFacts) -> Advice:

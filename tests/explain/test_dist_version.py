@@ -63,3 +63,10 @@ NOT_A_VERSION_MISMATCH = [
 @pytest.mark.parametrize("text", NOT_A_VERSION_MISMATCH)
 def test_look_alike_nccl_lines_are_not_read_as_a_version_mismatch(text):
     assert [f.id for f in explain_text(text)] == []
+
+
+def test_a_hostile_version_code_is_not_echoed_whole():
+    huge = "9" * 3000
+    [finding] = explain_text(f"Mismatched NCCL version detected : rank 1 version {huge} rank 0 version 22703")
+    assert finding.id == "dist.version-mismatch" and huge not in finding.title + finding.detail + finding.fix
+    assert "999999999999…" in finding.title and "2.27.3" in finding.title
