@@ -67,6 +67,9 @@ class Host:
     # toolchain and CUDA-toolkit probes both ask nvcc and gcc (issue 19).
     _answers: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     _answers_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+    # LD_LIBRARY_PATH as the doctor's commands get it (`_pruned_library_path`), per value.
+    _library_path: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _library_path_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     @classmethod
     def from_system(cls) -> Host:
@@ -172,6 +175,13 @@ class Host:
             return os.listdir(self._fs_path(path))
         except (OSError, ValueError):
             return None
+
+    def empty_library_dirs(self) -> frozenset[str]:
+        """The LD_LIBRARY_PATH entries found holding nothing (missing, not a directory, empty)
+        when the doctor's commands got their environment: the loader probe need not list them
+        again (issue 19). Empty when the path is short or the root is not the real one."""
+        pruned = _pruned_library_path(self)
+        return frozenset() if pruned is None else pruned[1]
 
     def access(self, path: str | os.PathLike[str], mode: int) -> bool:
         return _safely(lambda: os.access(self.real(path), mode))
@@ -344,15 +354,20 @@ class Host:
         readers = [_Capped(proc.stdout, cap), _Capped(proc.stderr, cap)]
         if input is not None:
             threading.Thread(target=_feed, args=(proc.stdin, input), daemon=True).start()
+        # Wait on the pipes, not the process: end of output wakes a reader at once, while
+        # Popen.wait(timeout) polls with sleeps of up to 50 ms (issue 19: a dozen commands).
+        deadline = start + timeout
+        for r in readers:
+            r.join(timeout=max(0.0, deadline - time.monotonic()))
         timed_out = False
         try:
-            proc.wait(timeout=timeout)
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_group(proc)
             proc.wait()
-        for r in readers:  # the group is dead or done: the pipes close promptly
-            r.join(timeout=max(1.0, timeout))
+            for r in readers:  # the group is dead: the pipes close promptly
+                r.join(timeout=1.0)
         out, err = (r.text() for r in readers)
         truncated = any(r.dropped for r in readers)
         if truncated:
@@ -449,34 +464,46 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-_CHILD_ENV: dict[tuple[int, str], dict[str, str]] = {}
-
-
 def _child_env(host: Host) -> dict[str, str]:
-    """The environment for a command the doctor runs: the host's, with LD_LIBRARY_PATH entries
-    that cannot hold a library (missing, not a directory, an empty directory, a repeat) left
-    out. The loader finds exactly the same libraries, but a child no longer pays ld.so's
-    search of thousands of empty directories for each library it loads (issue 19: a probe
-    runs a dozen commands). Empty entries (the current directory) and directories that
-    cannot be listed stay. Only on the real file system: a test host's paths are not real."""
+    """The environment for a command the doctor runs: the host's, with LD_LIBRARY_PATH pruned
+    (see `_pruned_library_path`)."""
+    pruned = _pruned_library_path(host)
+    return dict(host.env) if pruned is None else {**host.env, "LD_LIBRARY_PATH": pruned[0]}
+
+
+def _pruned_library_path(host: Host) -> tuple[str, frozenset[str]] | None:
+    """LD_LIBRARY_PATH without the entries that cannot hold a library (missing, not a directory,
+    an empty directory, a repeat), and the set of those found holding nothing; None when it is
+    left as it is. The loader finds exactly the same libraries, but a child no longer pays
+    ld.so's search of thousands of empty directories for each library it loads (issue 19: a
+    probe runs a dozen commands). Empty entries (the current directory) and directories that
+    cannot be listed stay. Worked out once per Host and value, on the first command: probes
+    start theirs at once, so the others wait for it. Only on the real file system: a test
+    host's paths are not real."""
     value = host.env.get("LD_LIBRARY_PATH")
     if not value or host.root != _ROOT or value.count(":") < 16:
-        return dict(host.env)
-    key = (id(host.env), value)
-    env = _CHILD_ENV.get(key)
-    if env is None:
-        kept: list[str] = []
-        seen: set[str] = set()
-        for entry in value.split(":"):
-            if entry and (entry in seen or not _may_hold_libraries(entry)):
-                continue
-            seen.add(entry)
-            kept.append(entry)
-        pruned = ":".join(kept) or (":" if kept else "")  # a lone empty entry still means "."
-        env = {**host.env, "LD_LIBRARY_PATH": pruned}
-        _CHILD_ENV.clear()  # one environment at a time: the cache only spares a run's repeats
-        _CHILD_ENV[key] = env
-    return dict(env)
+        return None
+    with host._library_path_lock:
+        found = host._library_path.get(value)
+        if found is None:
+            found = host._library_path[value] = _prune_library_path(value)
+        return found
+
+
+def _prune_library_path(value: str) -> tuple[str, frozenset[str]]:
+    kept: list[str] = []
+    seen: set[str] = set()
+    empty: set[str] = set()
+    for entry in value.split(":"):
+        if entry and (entry in seen or entry in empty):
+            continue
+        if entry and not _may_hold_libraries(entry):
+            empty.add(entry)
+            continue
+        seen.add(entry)
+        kept.append(entry)
+    pruned = ":".join(kept) or (":" if kept else "")  # a lone empty entry still means "."
+    return pruned, frozenset(empty)
 
 
 def _may_hold_libraries(directory: str) -> bool:

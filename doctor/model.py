@@ -102,8 +102,13 @@ def worst(levels) -> Level:
     return max(levels, key=lambda lv: lv.rank, default=Level.OK)
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
 def to_jsonable(value: Any) -> Any:
     """Dataclasses, enums and paths to plain JSON values (dataclass field order kept)."""
+    if type(value) in _PLAIN:  # most values: tested first, a report holds thousands of them
+        return value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, enum.Enum):

@@ -70,9 +70,10 @@ class DirIndex:
         self.holders: dict[str, list[int]] = {}
         self.unlistable: list[int] = []
         self.dirs = dirs
+        known_empty = host.empty_library_dirs()  # looked at already, for the doctor's commands
         for i, d in enumerate(dirs):
-            if not d:
-                continue  # an empty entry: the loader's own business (the current directory), not listed here
+            if not d or d in known_empty:
+                continue  # an empty entry is the loader's own business (the current directory)
             names = _listing(host, d, seen)
             if names is None:
                 self.unlistable.append(i)
