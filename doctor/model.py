@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
@@ -105,12 +106,19 @@ def worst(levels) -> Level:
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...] | None:
+    """A dataclass's field names in order (None for any other type), once per class."""
+    return tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None
+
+
 def to_jsonable(value: Any) -> Any:
     """Dataclasses, enums and paths to plain JSON values (dataclass field order kept)."""
     if type(value) in _PLAIN:  # most values: tested first, a report holds thousands of them
         return value
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    names = _field_names(type(value))
+    if names is not None:
+        return {name: to_jsonable(getattr(value, name)) for name in names}
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, PurePath):

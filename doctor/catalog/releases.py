@@ -18,6 +18,7 @@ Traps (each has a test):
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from urllib.parse import quote
@@ -111,11 +112,17 @@ def key(version: str) -> tuple[int, ...]:
 
 
 def versions() -> list[str]:
-    return sorted((v for s in SERIES for v in s.versions), key=key)
+    return list(_sorted_versions())
 
 
 def newest_version() -> str:
-    return versions()[-1]
+    return _sorted_versions()[-1]
+
+
+@functools.cache
+def _sorted_versions() -> tuple[str, ...]:
+    # the table is a constant; `check` asks once per libtorch tree and GPU build (issue 19)
+    return tuple(sorted((v for s in SERIES for v in s.versions), key=key))
 
 
 def is_variant(value: str) -> bool:

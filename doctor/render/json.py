@@ -60,10 +60,10 @@ def as_dict(report: Report) -> dict:
             {"name": a.name, "title": a.title, "level": a.level.value, "summary": a.summary, "details": a.details}
             for a in report.areas
         ],
-        "findings": to_jsonable(findings),
-        "facts": to_jsonable(report.facts),
-        **to_jsonable(report.extra),
-    }
+        "findings": findings,
+        "facts": report.facts,
+        **report.extra,
+    }  # made plain once, by envelope
     out = envelope(report.command, report.exit_code(), result)
     if report.doctor_version:
         out["doctor_version"] = report.doctor_version
