@@ -173,18 +173,35 @@ def nar_hash(path: str | os.PathLike[str], exclude_top: Iterable[str] = (), over
 
 def _spare_cpu() -> bool:
     """Whether a second thread would run beside this one: the process may use two CPUs and
-    the 1-minute load average (this process counts as about one) leaves one idle. On a busy
-    machine the hand-offs between the threads cost more than the overlap saves
-    (docs/performance.md, "verify"); the digest is the same either way."""
+    fewer tasks than CPUs are runnable at this moment, this thread included (Linux:
+    /proc/loadavg's fourth field); elsewhere, the 1-minute load average leaves one idle. On a
+    busy machine the hand-offs between the threads cost more than the overlap saves
+    (docs/performance.md, "verify"). The moment, not the 1-minute average: at the end of a
+    fetch the average still counts the download and the unpack this process just finished,
+    and said "busy" on an idle machine (issue 19). The digest is the same either way."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # macOS: no affinity call
         cpus = os.cpu_count() or 1
+    if cpus < 2:
+        return False
+    running = _runnable_now()
+    if running is not None:
+        return running < cpus
     try:
         load = os.getloadavg()[0]
-    except (AttributeError, OSError):  # Windows; no /proc/loadavg
+    except (AttributeError, OSError):  # Windows
         load = 0.0
-    return cpus > 1 and load < cpus - 0.5
+    return load < cpus - 0.5
+
+
+def _runnable_now(path: str = "/proc/loadavg") -> int | None:
+    """Tasks runnable at this moment ("1/82" in /proc/loadavg: 1), or None where unknown."""
+    try:
+        with open(path, "rb") as f:
+            return int(f.read(256).split()[3].split(b"/")[0])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 class _Sink:

@@ -159,3 +159,18 @@ def test_a_fifo_in_the_tree_is_an_error_and_the_hashing_thread_ends(tmp_path):
         with pytest.raises(ValueError, match="zz-fifo: Nix archives hold only files"):
             nar_hash(root, overlap=overlap)
         assert threading.active_count() == before
+
+
+def test_runnable_now_reads_the_kernels_count_and_refuses_anything_else(tmp_path):
+    """The hashing thread is used when fewer tasks than CPUs are runnable right now; the count
+    comes from /proc/loadavg (this test's own thread is running: at least 1)."""
+    from doctor.nar import _runnable_now
+
+    assert _runnable_now() >= 1
+    fake = tmp_path / "loadavg"
+    fake.write_text("1.52 0.98 0.77 3/412 4242\n")
+    assert _runnable_now(str(fake)) == 3
+    for bad in ("", "1.52 0.98 0.77\n", "1.52 0.98 0.77 x/412 1\n", "\0" * 300):
+        fake.write_text(bad)
+        assert _runnable_now(str(fake)) is None
+    assert _runnable_now(str(tmp_path / "missing")) is None
