@@ -131,7 +131,7 @@ _TORCH_PREFIXES = tuple(p.encode() for p in TORCH_NAMESPACES)
 _CXX11_BYTES, _OLD_BYTES = CXX11_STRING.encode(), OLD_STRING.encode()
 # A NUL, then a whole name that starts a torch namespace and holds one of the two strings. The
 # leading NUL lets the engine jump from name start to name start (a literal first byte); the
-# greedy `[^\\0]*` scans each name once: 0.2 ms for libc10 against 0.8 ms for a lazy search
+# greedy `[^\0]*` scans each name once: 0.2 ms for libc10 against 0.8 ms for a lazy search
 # tried at every byte (issue 19: once per libtorch tree).
 _MARKED_TORCH_NAME = re.compile(b"\\0((?:" + b"|".join(re.escape(p) for p in _TORCH_PREFIXES) + b")[^\\0]*(?:"
                                 + re.escape(_CXX11_BYTES) + b"|" + re.escape(_OLD_BYTES) + b")[^\\0]*)")
