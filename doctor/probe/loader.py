@@ -70,10 +70,11 @@ class DirIndex:
         self.holders: dict[str, list[int]] = {}
         self.unlistable: list[int] = []
         self.dirs = dirs
-        known_empty = host.empty_library_dirs()  # looked at already, for the doctor's commands
+        # LD_LIBRARY_PATH entries already found missing or empty, for the doctor's commands
+        known_empty = host.empty_library_dirs()
         for i, d in enumerate(dirs):
-            if not d or d in known_empty:
-                continue  # an empty entry is the loader's own business (the current directory)
+            if not d or d in known_empty:  # an empty entry is the loader's own business (the cwd)
+                continue
             names = _listing(host, d, seen)
             if names is None:
                 self.unlistable.append(i)
