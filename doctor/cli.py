@@ -187,8 +187,10 @@ def json_command(args: list[str]) -> str | None:
 
 
 def _say(text: str) -> None:
+    from doctor.quoting import for_terminal  # a message quotes paths, URLs and tool output
+
     try:
-        click.echo(text, err=True)
+        click.echo(for_terminal(text), err=True)
     except OSError:  # stderr closed too: the exit code is all that is left
         pass
 

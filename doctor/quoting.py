@@ -10,6 +10,7 @@ readers (bash, zsh, dash, fish, python-dotenv) or faithful ports (the Actions ru
 
 from __future__ import annotations
 
+import functools
 import re
 
 from doctor.errors import DoctorError
@@ -211,3 +212,30 @@ def cmd_quote(value: str) -> str:
 
         raise UsageError(f"{_shown(value)} cannot be written for cmd.exe exactly", "use PowerShell ($env:) for this path")
     return f'"{value}"'
+
+
+def for_terminal(text: str, one_line: bool = False) -> str:
+    """`text` for a person's terminal (the text report, messages, errors): every control
+    character but TAB and LF shown as its escape (\\x1b, \\r), and each byte of an undecodable
+    name as \\xNN. With `one_line`, LF too: a value inside a one-line field (a title, a path)
+    cannot start a line of its own that looks like the report's."""
+    if text.isprintable():  # most text: nothing to show otherwise
+        return text
+    return _terminal_unsafe(one_line).sub(_escape, text)
+
+
+@functools.cache
+def _terminal_unsafe(one_line: bool) -> re.Pattern[str]:
+    # What a terminal acts on instead of showing: C0 controls (ESC begins colour, title and OSC 52
+    # clipboard sequences; CR returns to the line start, so what follows overwrites what was
+    # shown; BS, BEL), DEL, C1 (U+009B is CSI to a terminal in 8-bit mode), and the lone
+    # surrogates that stand for the bytes of an undecodable path (surrogateescape), which a UTF-8
+    # stream cannot carry. Compiled on first use: most runs print no text report.
+    return re.compile("[\x00-\x08" + ("\n" if one_line else "") + "\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    if 0xDC80 <= code <= 0xDCFF:  # surrogateescape's stand-in for the byte code - 0xDC00
+        return f"\\x{code - 0xDC00:02x}"
+    return repr(m.group())[1:-1]

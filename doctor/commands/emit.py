@@ -8,6 +8,7 @@ import click
 
 from doctor.emit import FORMATS
 from doctor.emit.setenv import SHELLS
+from doctor.quoting import for_terminal
 
 
 @click.command("emit")
@@ -46,5 +47,5 @@ def command(fmt: str, root: Path | None, output: Path | None, shell: str | None,
     text, messages = emit_to(fmt, host, install, output, shell, **options)
     click.echo(text, nl=False)
     for line in messages:
-        click.echo(line, err=True)
+        click.echo(for_terminal(line), err=True)
     return 0

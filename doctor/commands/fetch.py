@@ -10,6 +10,7 @@ import click
 
 from doctor.catalog.releases import ABIS, CHANNELS, PLATFORMS
 from doctor.emit import FORMATS
+from doctor.quoting import for_terminal
 
 if TYPE_CHECKING:
     from doctor.fetch.pipeline import Outcome
@@ -95,12 +96,12 @@ def command(version, variant, abi, platform, debug, channel, url, archive, from_
 
             return print_result("fetch-libtorch", {"action": "dry-run", "plan": plan.describe()})
         else:
-            click.echo(_plan_text(plan))
+            click.echo(for_terminal(_plan_text(plan)))
         return 0
 
     def log(line: str) -> None:
         if not quiet:
-            click.echo(line, err=True)
+            click.echo(for_terminal(line), err=True)
 
     opts = FetchOptions(force=force, verify_tree=verify_tree, offline=offline, update_lock=update_lock,
                         keep_archive=keep_archive, retries=retries, backoff=backoff, timeout=timeout)
@@ -116,13 +117,13 @@ def command(version, variant, abi, platform, debug, channel, url, archive, from_
     if emit_fmt:
         from doctor.emit import emit_to, find_install
 
-        click.echo(summary, err=True)
+        click.echo(for_terminal(summary), err=True)
         text, messages = emit_to(emit_fmt, host, find_install(host, outcome.dest))
         click.echo(text, nl=False)
         for line in messages:
-            click.echo(line, err=True)
+            click.echo(for_terminal(line), err=True)
         return 0
-    click.echo(summary)
+    click.echo(for_terminal(summary))
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from doctor.commands._output import choose_format, print_report, report_options
+from doctor.quoting import for_terminal
 
 
 @click.command("fleet")
@@ -37,7 +38,7 @@ def command(timeout: float, max_size: int, iters: int, fmt: str | None, as_json:
     outcome = run_fleet(Host.from_system(), timeout, sizes, iters)
     if outcome.report is None:
         if outcome.reason:
-            click.echo(f"error: {outcome.reason}", err=True)
+            click.echo(for_terminal(f"error: {outcome.reason}"), err=True)
             # Machine output is an envelope, failures included; but only rank 0 writes stdout
             # (the ranks share it under a launcher: one JSON document, not one per rank).
             if fmt == "json" and outcome.rank == 0:
@@ -49,6 +50,6 @@ def command(timeout: float, max_size: int, iters: int, fmt: str | None, as_json:
     if fmt == "text":
         from doctor.workload.fleet.tables import text_tables
 
-        click.echo(text_tables(outcome.report))
+        click.echo(for_terminal(text_tables(outcome.report)))
     code = print_report(outcome.report, fmt, False, verbose, color)
     return max(code, outcome.exit_code) if outcome.reason else code

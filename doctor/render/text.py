@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from doctor.model import Finding, Level, Report
+from doctor.quoting import for_terminal
 
 MARK = {Level.OK: "✓", Level.INFO: "✓", Level.WARNING: "!", Level.ERROR: "✗"}
 COLOR = {Level.OK: "32", Level.INFO: "32", Level.WARNING: "33", Level.ERROR: "31"}
@@ -15,9 +16,9 @@ def render(report: Report, verbose: int = 0, color: bool = False) -> str:
     lines: list[str] = []
     for area in report.areas:
         level = area.level
-        lines.append(f"[{paint(MARK[level], level)}] {area.title}: {area.summary}")
+        lines.append(f"[{paint(MARK[level], level)}] {_line(area.title)}: {_line(area.summary)}")
         if verbose:
-            lines.extend(f"    • {d}" for d in area.details)
+            lines.extend(f"    • {_line(d)}" for d in area.details)
         for f in sorted(area.findings, key=lambda f: -f.level.rank):
             if f.level is Level.INFO and not verbose:
                 continue
@@ -31,15 +32,20 @@ def render(report: Report, verbose: int = 0, color: bool = False) -> str:
 
 def _finding(f: Finding, verbose: int, paint) -> list[str]:
     mark = {Level.ERROR: "✗", Level.WARNING: "!", Level.INFO: "•", Level.OK: "•"}[f.level]
-    out = [f"    {paint(mark, f.level)} {f.title} [{f.id}]"]
-    out.extend(f"      {line}" for line in f.detail.splitlines() if line.strip())
+    out = [f"    {paint(mark, f.level)} {_line(f.title)} [{_line(f.id)}]"]
+    out.extend(f"      {line}" for line in for_terminal(f.detail).splitlines() if line.strip())
     if f.fix:
-        fix_lines = f.fix.splitlines()
+        fix_lines = for_terminal(f.fix).splitlines()
         out.append(f"      fix: {fix_lines[0]}")
         out.extend(f"           {line}" for line in fix_lines[1:])
     if verbose:
-        out.extend(f"      evidence: {e}" for e in f.evidence)
+        out.extend(f"      evidence: {_line(str(e))}" for e in f.evidence)
     return out
+
+
+def _line(text: str) -> str:
+    # Paths, versions and tool output reach these fields: shown, never acted on by the terminal.
+    return for_terminal(text, one_line=True)
 
 
 def _summary(report: Report) -> str:

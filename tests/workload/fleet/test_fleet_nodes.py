@@ -54,7 +54,8 @@ def test_two_nodes_whose_environments_differ(tmp_path, old_abi_home):
 
 
 def test_four_ranks_on_two_nodes_text(tmp_path):
-    env = node_env(tmp_path / "n")
+    # a GPU name is free text from another node's nvidia-smi: the table shows it, the terminal never acts on it
+    env = node_env(tmp_path / "n", SMI_H200.replace("H200", "H200\x1b]0;owned\x07"))
     endpoint = f"127.0.0.1:{free_port()}"
     nodes = [start_torchrun(n, env, 2, 2, endpoint, SMALL, tmp_path) for n in ("a", "b")]
     results = finish(nodes, 240)
@@ -65,6 +66,7 @@ def test_four_ranks_on_two_nodes_text(tmp_path):
     table = out.split("Nodes\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert [row.split()[1] for row in table[1:]] == ["0,1", "2,3"]
     assert "busbw" in out and "all_reduce  16 KiB" in out
+    assert "H200\\x1b]0;owned\\x07" in out and "\x1b" not in out and "\x07" not in out
 
 
 def test_a_node_that_never_starts_is_named_within_the_timeout(tmp_path):

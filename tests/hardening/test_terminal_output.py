@@ -1,0 +1,123 @@
+"""What reaches a person's terminal: paths, URLs, tool output and log lines are shown, never
+acted on. ESC would start colour, title or clipboard (OSC 52) sequences, CR would let later
+text overwrite the line, and an undecodable byte would garble the stream; each is written as
+its escape instead (doctor.quoting.for_terminal), in the report, the messages and the errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from testsupport.fetch_helpers import libtorch_zip
+from testsupport.support import REPO
+
+from doctor.quoting import for_terminal
+
+HOSTILE = "/tmp/doctor-\nweird\x1b]0;owned\x07\r[ok]\udcff\x9b31m\x1b[2J"
+SHOWN = "\\x1b]0;owned\\x07\\r[ok]\\xff\\x9b31m\\x1b[2J"
+OUR_COLOURS = re.compile(rb"\x1b\[\d*m")
+ACTED_ON = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def doctor(*args: str, env: dict[str, str] | None = None, cwd=None) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("LIBTORCH", "Torch_DIR", "DOCTOR_", "GITHUB_"))}
+    base["PYTHONPATH"] = str(REPO) + os.pathsep + base.get("PYTHONPATH", "")
+    # bytes out: a raw 0xff or C1 byte must be seen as it was written
+    return subprocess.run([sys.executable, "-m", "doctor", *args], capture_output=True, env={**base, **(env or {})},
+                          cwd=cwd, timeout=120)
+
+
+def assert_inert(out: bytes) -> str:
+    """Nothing in `out` a terminal would act on, but our own colour codes; returns the text."""
+    text = OUR_COLOURS.sub(b"", out).decode("utf-8")  # strict: no undecodable byte got through
+    assert not ACTED_ON.search(text), repr(ACTED_ON.search(text))
+    return text
+
+
+# -- the function --
+
+
+@pytest.mark.parametrize("code", [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)])
+def test_every_control_character_is_shown_as_its_escape(code):
+    char = chr(code)
+    assert for_terminal(f"a{char}b") == f"a{repr(char)[1:-1]}b"
+    assert "\\" in for_terminal(char)
+
+
+def test_undecodable_bytes_are_shown_as_the_bytes_they_were():
+    name = os.fsdecode(b"/opt/\xff\xfelibtorch")
+    assert for_terminal(name) == "/opt/\\xff\\xfelibtorch"
+    assert for_terminal("\ud800") == "\\ud800"  # not surrogateescape's: shown as the code point
+
+
+def test_text_tab_and_line_ends_are_kept_and_one_line_fields_escape_lf():
+    text = "libtorch 2.13.0 ✓ é 中\tcxx11\nnext line"
+    assert for_terminal(text) == text
+    assert for_terminal(text, one_line=True) == "libtorch 2.13.0 ✓ é 中\tcxx11\\nnext line"
+
+
+@given(st.text())
+def test_property_nothing_acted_on_survives(text):
+    assert not ACTED_ON.search(for_terminal(text))
+    assert "\n" not in for_terminal(text, one_line=True)
+    if not ACTED_ON.search(text):
+        assert for_terminal(text) == text  # plain text is left exactly as it was
+
+
+# -- the commands --
+
+
+@pytest.mark.parametrize("colour", ["always", "never"])
+def test_check_report_shows_a_hostile_libtorch_path(tmp_path, colour):
+    r = doctor("check", "-v", "--color", colour, env={"LIBTORCH": HOSTILE}, cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    text = assert_inert(r.stdout)
+    if colour == "never":
+        assert b"\x1b" not in r.stdout
+    area = next(line for line in text.splitlines() if line.startswith("[") and "] libtorch:" in line)
+    assert f"/tmp/doctor-\\nweird{SHOWN}" in area  # one line, as it was
+    assert not any(line.startswith(("[ok]", "weird")) for line in text.splitlines())
+    # the JSON keeps the value exactly (json.dumps escapes it for its own reader)
+    j = doctor("check", "--json", env={"LIBTORCH": HOSTILE}, cwd=tmp_path)
+    assert json.loads(j.stdout)["facts"]["env"]["LIBTORCH"] == HOSTILE
+
+
+def test_explain_shows_escape_sequences_from_a_log(tmp_path):
+    log = tmp_path / "build.log"
+    # OSC 52 ended by ST (ESC \\): asks a terminal to put "evil" on the clipboard; ESC c resets it
+    log.write_bytes(b"\x1bcfatal error: torch/torch.h: No such file or directory"
+                    b"\x1b]52;c;ZXZpbA==\x1b\\\r[ok] all good\n")
+    r = doctor("explain", str(log), "-v", "--color", "always", cwd=tmp_path)
+    text = assert_inert(r.stdout)
+    assert "[headers.missing]" in text and "\\x1b]52;c;ZXZpbA==" in text, text
+
+
+def test_error_messages_show_the_hostile_path(tmp_path):
+    r = doctor("explain", str(tmp_path / "no\x1b]0;owned\x07such.log"), cwd=tmp_path)
+    assert r.returncode == 1, r
+    text = assert_inert(r.stderr)
+    assert "no\\x1b]0;owned\\x07such.log: no such file" in text
+
+
+def test_fetch_messages_show_a_hostile_destination(tmp_path):
+    z = libtorch_zip(tmp_path / "libtorch-shared-with-deps-2.13.0+cpu.zip")
+    dest = tmp_path / "lt\x1b]0;owned\x07\r"
+    r = doctor("fetch-libtorch", "--archive", str(z), "--dest", str(dest), "--no-lock", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "lt\\x1b]0;owned\\x07\\r" in assert_inert(r.stdout)
+    assert_inert(r.stderr)
+    assert (dest / "lib").is_dir()  # the tree went where it was asked: only the display differs
+
+
+def test_emit_message_shows_a_hostile_output_path(tmp_path, wheel_root):
+    out = tmp_path / "env\x1b]0;owned\x07.sh"
+    r = doctor("emit", "setenv", "--shell", "sh", "--libtorch", str(wheel_root), "--output", str(out), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert f"wrote {tmp_path}/env\\x1b]0;owned\\x07.sh" in assert_inert(r.stderr)
+    assert "LD_LIBRARY_PATH" in out.read_text()  # written at exactly the path given
