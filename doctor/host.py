@@ -130,17 +130,26 @@ class Host:
         data = self.read_bytes(path, limit)
         return None if data is None else data.decode("utf-8", "replace")
 
-    def read_bytes(self, path: str | os.PathLike[str], limit: int = 1 << 26) -> bytes | None:
+    def read_bytes(self, path: str | os.PathLike[str], limit: int = 1 << 26, pipe: bool = False) -> bytes | None:
         """At most `limit` bytes of a regular file, or None. A FIFO or a device in place of
         libc10.so or version.txt would block or never end: it is opened non-blocking and
-        refused after fstat, so reading it never hangs."""
+        refused after fstat, so reading it never hangs. With `pipe`, a FIFO the user named (a
+        log given as `<(make 2>&1)`) is read to its end as `cat` reads it: waiting for a writer."""
         real = self._fs_path(path)
         try:
             fd = os.open(real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
         except (OSError, ValueError):  # ValueError: a NUL byte in the path
             return None
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            mode = os.fstat(fd).st_mode
+            if pipe and stat.S_ISFIFO(mode):
+                # Opened again, blocking: that waits for a writer. Reading the non-blocking end
+                # would find no writer yet (a `mkfifo` log whose build starts later) and stop.
+                os.close(fd)
+                fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOCTTY", 0))
+                if not stat.S_ISFIFO(os.fstat(fd).st_mode):  # replaced meanwhile
+                    return None
+            elif not stat.S_ISREG(mode):
                 return None
             chunks, left = [], limit
             while left > 0:

@@ -28,6 +28,7 @@ def command(args: tuple[str, ...], from_command: bool, timeout: float, no_facts:
     \b
       doctor explain build.log
       make 2>&1 | doctor explain -
+      doctor explain <(make 2>&1)
       doctor explain --from-command -- cargo build
 
     Exit codes: 0 no known setup problem found; 1 problems found (or the log cannot be read);
@@ -61,10 +62,14 @@ def _read(host, path: str) -> bytes:
 
     if host.is_dir(path):
         raise DoctorError(f"{path} is a directory, not a log file", hint="give the path to a build or run log", error_id="explain.not-a-log")
-    text = host.read_bytes(path, limit=READ_LIMIT)
+    text = host.read_bytes(path, limit=READ_LIMIT, pipe=True)
     if text is None:
         if not host.exists(path):
             raise DoctorError(f"{path}: no such file", hint="give the path to a build or run log, or - to read standard input", error_id="explain.no-such-log")
+        if not host.is_regular(path):  # a FIFO was read above: this is a device or a socket
+            raise DoctorError(f"{path} is a device or a socket, not a log file",
+                              hint="give the path to a build or run log, or pipe it: make 2>&1 | doctor explain -",
+                              error_id="explain.not-a-log")
         raise DoctorError(f"{path}: cannot be read", hint="check its permissions", error_id="explain.unreadable-log")
     return text
 

@@ -199,6 +199,48 @@ def test_non_utf8_log_file(tmp_path):
     assert result.returncode == 1 and "[link.library-missing]" in result.stdout, result.stderr
 
 
+def test_process_substitution_is_read_as_a_log():
+    # bash hands the doctor /dev/fd/63, a pipe: read to its end, like stdin
+    script = f'"$0" -m doctor explain --no-facts <(printf "%s\\n" "{LINKER}")'
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run(["bash", "-c", script, sys.executable], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 1 and "[link.library-missing]" in result.stdout, result.stderr
+
+
+def test_named_fifo_waits_for_its_writer_and_is_read_to_its_end(tmp_path):
+    fifo = tmp_path / "build.log"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen([sys.executable, "-m", "doctor", "explain", "--no-facts", str(fifo)], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
+    time.sleep(1.0)  # the build starts writing later than the doctor starts reading
+    assert proc.poll() is None, proc.communicate()
+    with os.fdopen(_open_writer(fifo, proc), "w") as writer:
+        writer.write("compiling\n" * 1000)
+        time.sleep(0.2)  # the doctor waits for the rest rather than taking a half-written log
+        writer.write(HEADER + "\n")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and "[headers.missing]" in out and "line 1001" in out, err
+
+
+def _open_writer(fifo: Path, reader: subprocess.Popen) -> int:
+    """The FIFO's write end once `reader` has it open (ENXIO until then), never a hang."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            os.set_blocking(fd, True)
+            return fd
+        except OSError:
+            assert reader.poll() is None and time.monotonic() < deadline, reader.communicate()
+            time.sleep(0.02)
+
+
+def test_a_device_is_not_read_and_says_so():
+    result = doctor_subprocess("explain", "--no-facts", "/dev/zero")
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[0] == "error: /dev/zero is a device or a socket, not a log file"
+
+
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM, signal.SIGSEGV])
 def test_from_command_killed_by_a_signal_exits_128_plus_n(signum):
     code = f"import os, signal; print('working'); os.kill(os.getpid(), {int(signum)})"
