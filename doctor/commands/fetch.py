@@ -84,6 +84,9 @@ def command(version, variant, abi, platform, debug, channel, url, archive, from_
         raise UsageError("--emit prints an environment; it does not combine with --json or --dry-run")
     if no_lock and (lock or update_lock):
         raise UsageError("--no-lock does not combine with --lock or --update-lock")
+    # A quoted ~ (`--dest '~/lt'`) means the home folder, as in `emit --libtorch`: taken as it is,
+    # it made a folder named ~ in the current directory (and `rm -rf ~` is how people remove it).
+    dest, lock, archive = (p.expanduser() if p is not None else None for p in (dest, lock, archive))
     host = Host.from_system()
     req = FetchRequest(version=version, variant=variant, abi=abi, platform=platform, debug=debug, channel=channel,
                        url=url, archive=archive, from_wheel=from_wheel, index_url=index_url, mirror=mirror,

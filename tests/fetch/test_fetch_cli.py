@@ -25,6 +25,17 @@ def test_dry_run_prints_url_file_abi_and_destination(tmp_path):
     assert not list(tmp_path.iterdir())  # nothing written, not even the lock
 
 
+def test_a_quoted_tilde_means_home_not_a_folder_named_tilde(tmp_path):
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir(), work.mkdir()
+    z = libtorch_zip(home / "libtorch.zip")
+    r = run_doctor("fetch-libtorch", "--archive", "~/libtorch.zip", "--version", "2.13.0", "--variant", "cpu",
+                   "--dest", "~/lt", "--lock", "~/libtorch.lock", cwd=work, env=doctor_env(HOME=str(home)))
+    assert r.returncode == 0, r.stderr
+    assert (home / "lt" / "lib").is_dir() and (home / "libtorch.lock").is_file() and z.is_file()
+    assert not list(work.iterdir())  # no ./~ made beside the user
+
+
 def test_dry_run_json(tmp_path):
     r = run_doctor("fetch-libtorch", "--dry-run", "--json", "--version", "2.13.0", "--variant", "cpu",
                    "--platform", "macos-arm64", cwd=tmp_path)
