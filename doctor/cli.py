@@ -231,9 +231,13 @@ def write_crash_report(text: str, argv: list[str]) -> str | None:
     from doctor.errors import DoctorError
     from doctor.host import Host
 
-    host = Host.from_system()
     data = body.encode("utf-8", "backslashreplace")
-    for folder in (os.path.join(crash_dir(), "crashes"), tempfile.gettempdir()):
+    try:
+        host = Host.from_system()
+        folders = (os.path.join(crash_dir(), "crashes"), tempfile.gettempdir())
+    except Exception:  # the crash came from here too: the traceback on stderr is the report
+        return None
+    for folder in folders:
         path = os.path.join(folder, name)
         try:
             host.mkdirs(folder)

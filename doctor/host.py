@@ -53,7 +53,7 @@ class Host:
     """The machine as the probes see it: environment, files and commands, under one root."""
     env: Mapping[str, str]
     root: Path = Path("/")
-    cwd: Path = field(default_factory=Path.cwd)
+    cwd: Path = field(default_factory=lambda: _current_dir())
     system: str = field(default_factory=platform.system)  # "Linux", "Darwin", "Windows"
     machine: str = field(default_factory=platform.machine)  # "x86_64", "aarch64", "arm64"
     sys_path: Sequence[str] = field(default_factory=lambda: list(sys.path))
@@ -407,6 +407,17 @@ class _TempDir:
         from doctor.writes import rmtree
 
         rmtree(self.real)
+
+
+def _current_dir() -> Path:
+    """The working directory. When it is gone (a build folder removed while the shell stayed in
+    it), the path the shell still shows ($PWD), else /: nothing of the project is found there,
+    and every command runs instead of crashing on getcwd."""
+    try:
+        return Path.cwd()
+    except OSError:  # FileNotFoundError: removed; PermissionError: a parent no longer searchable
+        pwd = os.environ.get("PWD", "")
+        return Path(pwd) if os.path.isabs(pwd) else _ROOT
 
 
 def _safely(predicate) -> bool:

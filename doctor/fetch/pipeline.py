@@ -256,6 +256,9 @@ def _check_lock_writable(path: Path) -> None:
 
     folder = path.parent if path.parent != Path("") else Path(".")
     target = path if path.exists() else folder
+    if not folder.is_dir():  # e.g. the current directory was removed while the shell stayed in it
+        raise DoctorError(f"cannot write the lock file {path}: {folder} does not exist",
+                          "give --lock PATH in an existing folder, or --no-lock", error_id="lock.not-writable")
     if not os.access(target, os.W_OK) or (not path.exists() and not os.access(folder, os.W_OK | os.X_OK)):
         raise DoctorError(f"cannot write the lock file {path}: {target} is not writable",
                           "give --lock PATH in a writable folder, or --no-lock", error_id="lock.not-writable")

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from testsupport.fetch_helpers import libtorch_zip
 from testsupport.support import REPO, doctor_subprocess
 
 
@@ -44,6 +45,37 @@ def test_cli_crash_report_when_the_cache_home_is_a_file(tmp_path):
     assert result.returncode == 3
     line = next(l for l in result.stderr.splitlines() if l.startswith("crash report: "))
     assert Path(line.removeprefix("crash report: ")).parent == tmp_path  # the temp dir took it
+
+
+def _in_a_removed_directory(tmp_path: Path, *args: str, stdin: str = "", **extra: str) -> subprocess.CompletedProcess:
+    """`doctor ARGS` started from a directory that was removed meanwhile (a build folder deleted
+    while the shell stayed in it): getcwd fails."""
+    script = 'mkdir gone && cd gone && rmdir ../gone && exec "$0" -m doctor "$@"'
+    return subprocess.run(["bash", "-c", script, sys.executable, *args], cwd=tmp_path, input=stdin, text=True,
+                          capture_output=True, env=_env(**extra), timeout=120)
+
+
+def test_commands_run_in_a_removed_directory(tmp_path):
+    check = _in_a_removed_directory(tmp_path, "check", "--json")
+    assert check.returncode in (0, 1) and "Traceback" not in check.stderr, check.stderr
+    assert json.loads(check.stdout)["facts"]["libtorch"]["candidates"]  # the wheel, found as anywhere else
+    explain = _in_a_removed_directory(tmp_path, "explain", "--no-facts", "-",
+                                      stdin="/usr/bin/ld: cannot find -ltorch_cpu\n")
+    assert explain.returncode == 1 and "[link.library-missing]" in explain.stdout, explain.stderr
+    archive = libtorch_zip(tmp_path / "libtorch.zip")
+    fetch = _in_a_removed_directory(tmp_path, "fetch-libtorch", "--version", "2.13.0", "--variant", "cpu",
+                                    "--archive", str(archive), "--dest", str(tmp_path / "lt"))
+    assert fetch.returncode == 1 and "Traceback" not in fetch.stderr, fetch.stderr
+    assert fetch.stderr.startswith(f"error: cannot write the lock file {tmp_path}/gone/libtorch.lock: "
+                                   f"{tmp_path}/gone does not exist"), fetch.stderr
+    assert not (tmp_path / "lt").exists()  # refused before anything was written
+
+
+def test_a_crash_in_a_removed_directory_is_still_exit_3_with_a_report(tmp_path):
+    result = _in_a_removed_directory(tmp_path, "check", DOCTOR_DEBUG_CRASH="1", XDG_CACHE_HOME=str(tmp_path / "c"))
+    assert result.returncode == 3, result.stderr
+    assert "During handling" not in result.stderr and result.stderr.count("Traceback") == 1
+    assert f"crash report: {tmp_path}/c/torch-doctor/crashes/crash-" in result.stderr
 
 
 def test_cli_xdg_cache_home_is_a_file_is_not_a_crash(tmp_path):
