@@ -114,11 +114,38 @@ def run() -> None:
     `python -c pass`), 6 ms frozen — the operating system frees the memory anyway. atexit
     handlers, thread joins and the flush of stdout and stderr still run (docs/performance.md,
     "verify"). Not in `main()`: tests call that in-process."""
+    _fit_streams()
     code = main()
     import gc
 
     gc.freeze()
     sys.exit(code)
+
+
+# The text beyond ASCII the doctor prints, in ASCII, for a stream whose encoding lacks it (a
+# latin-1 locale; Windows writing a redirected report in its ANSI code page): the marks keep
+# their meaning, where the print used to fail (exit 3). Anything else becomes \uXXXX.
+_ASCII = {"✓": "+", "✗": "x", "•": "*", "→": "->", "—": "-", "–": "-", "−": "-", "…": "...", "≥": ">=",
+          "≤": "<=", "×": "x", "‘": "'", "’": "'", "“": '"', "”": '"', "µ": "u"}
+
+
+def _fit_streams() -> None:
+    def fallback(exc: UnicodeError) -> tuple[str, int]:
+        if not isinstance(exc, UnicodeEncodeError):
+            raise exc
+        text = exc.object[exc.start:exc.end]
+        return "".join(_ASCII.get(c) or c.encode("ascii", "backslashreplace").decode() for c in text), exc.end
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            "✓✗•→…".encode(stream.encoding)
+        except (UnicodeEncodeError, LookupError):
+            import codecs
+
+            codecs.register_error("doctor-ascii", fallback)
+            stream.reconfigure(errors="doctor-ascii")
+        except (AttributeError, TypeError, ValueError):  # not a text stream, or closed
+            pass
 
 
 def _fail(args: list[str], code: int, id: str, message: str, hint: str) -> int:

@@ -121,3 +121,17 @@ def test_emit_message_shows_a_hostile_output_path(tmp_path, wheel_root):
     assert r.returncode == 0, r.stderr
     assert f"wrote {tmp_path}/env\\x1b]0;owned\\x07.sh" in assert_inert(r.stderr)
     assert "LD_LIBRARY_PATH" in out.read_text()  # written at exactly the path given
+
+
+@pytest.mark.parametrize("encoding", ["latin-1", "cp1252"])
+def test_a_stream_without_the_marks_gets_ascii_ones_not_a_crash(tmp_path, encoding):
+    # a legacy locale, or Windows writing `doctor check > report.txt` in its ANSI code page
+    env = {"PYTHONIOENCODING": encoding, "LIBTORCH": "/tmp/中/libtorch"}
+    r = doctor("check", env=env, cwd=tmp_path)
+    assert r.returncode == 1 and b"Traceback" not in r.stderr, r.stderr
+    lines = r.stdout.decode(encoding).splitlines()
+    areas = [line for line in lines if line.startswith("[")]
+    assert areas and all(line[:3] in ("[+]", "[!]", "[x]") for line in areas), areas
+    assert any(line.startswith("[x] libtorch:") and "/tmp/\\u4e2d/libtorch" in line for line in areas)
+    err = doctor("explain", "/tmp/中/build.log", env=env, cwd=tmp_path)
+    assert err.returncode == 1 and err.stderr.decode(encoding).startswith("error: /tmp/\\u4e2d/build.log: no such file")
