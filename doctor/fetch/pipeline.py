@@ -159,7 +159,9 @@ def _install(host: Host, plan: Plan, opts: FetchOptions, dest: Path, entry: dict
     from doctor.fetch.install import install_archive
     from doctor.fetch.source import get_archive
 
-    streamed = _stream_into(dest) if plan.source == "url" else None
+    from doctor.fetch.source import part_path
+
+    streamed = _stream_into(dest, part_path(plan, dest)) if plan.source == "url" else None
     try:
         archive = get_archive(host, plan, dest, retries=opts.retries, backoff=opts.backoff, timeout=opts.timeout,
                               log=log, progress_stream=progress_stream, sink=streamed)
@@ -182,11 +184,11 @@ def _install(host: Host, plan: Plan, opts: FetchOptions, dest: Path, entry: dict
     return record
 
 
-def _stream_into(dest: Path):
+def _stream_into(dest: Path, part: Path):
     """The unzip a download feeds (stream.py, on its own thread: stream_thread.py), writing
     into a fresh staging folder beside `dest` (named like every staging folder, so a killed
     fetch's is removed by the next); None where no folder can be made (the download then goes
-    on alone)."""
+    on alone). Its large entries are read back from `part`, the partial file the download writes."""
     import tempfile
 
     from doctor.fetch.stream import StreamUnzip
@@ -196,7 +198,7 @@ def _stream_into(dest: Path):
         staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.staging-", dir=dest.parent))
     except OSError:
         return None
-    return ThreadedUnzip(StreamUnzip(staging, reserved=NOT_HASHED))
+    return ThreadedUnzip(StreamUnzip(staging, reserved=NOT_HASHED, source=part))
 
 
 def _keep_or_remove(plan: Plan, part: Path, keep: bool, log) -> None:

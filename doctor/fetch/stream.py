@@ -39,6 +39,7 @@ from pathlib import Path
 
 from doctor.errors import DoctorError
 from doctor.fetch.extract import check_reserved, entry_parts
+from doctor.fetch.stream_offload import BIG, Job, Offload
 
 LOCAL_SIG = b"PK\x03\x04"
 # What may follow the last entry: the central directory, the zip64 end records, the archive
@@ -80,8 +81,13 @@ class StreamUnzip:
     """Feed it the archive's bytes in order (`feed`), then `finish()`; `entries` maps each
     local header's offset to what was written for it."""
 
-    def __init__(self, root: Path, reserved: Iterable[str] = ()) -> None:
+    def __init__(self, root: Path, reserved: Iterable[str] = (), source: str | os.PathLike[str] | None = None) -> None:
         self.root = root  # an empty staging folder
+        # The partial file the download writes every byte to before feeding it here: large
+        # entries are inflated from it on a second thread (stream_offload.py). os.pread: POSIX.
+        self._source = os.fspath(source) if source is not None and hasattr(os, "pread") else None
+        self._offload: Offload | None = None
+        self._handed: dict[int, Streamed] = {}  # what each handed-over entry must turn out to be
         self._root = os.fsencode(root)
         self._reserved = {os.fsencode(n) for n in reserved}
         self.position = 0  # bytes fed so far (download.py feeds only while this equals its offset)
@@ -131,6 +137,8 @@ class StreamUnzip:
         if self.failed is None:
             self.failed = why
         self._close()
+        if self._offload is not None:
+            self._offload.stop()  # before the removal: it writes into the tree
         rmtree(self.root)
 
     def finish(self) -> str | None:
@@ -138,6 +146,14 @@ class StreamUnzip:
         if self.failed is None and not self.done:
             self.abandon("the download ended before the central directory")
         self._close()
+        if self.failed is None and self._offload is not None:
+            why = self._offload.close()
+            if why is None and len(self._offload.finished) != len(self._handed):
+                why = "a large entry was not inflated"
+            if why is not None:
+                self.abandon(why)
+            else:
+                self.entries.update(self._handed)
         return self.failed
 
     def _close(self) -> None:
@@ -212,6 +228,10 @@ class StreamUnzip:
         self._mkdirs(bparts, include_self=is_dir)
         if not is_dir:  # a directory's data (a deflated empty string) is checked, not written
             self._fd = os.open(os.path.join(self._root, *bparts), _O_CREATE, 0o600)
+            if (self._source is not None and not descriptor and csize >= BIG
+                    and usize <= MAX_RATIO * csize + SLACK):  # within the bound the inline inflate keeps
+                self._hand_over(self._header_at + len(header))
+                return
         if descriptor and method == STORED:
             # Nothing tells where stored data with a descriptor ends, unless there is none:
             # an empty file or a directory (`zip -fd` writes those) is followed at once by a
@@ -235,6 +255,27 @@ class StreamUnzip:
                 self._made.add(bparts[:i])
 
     # -- entry data --
+
+    def _hand_over(self, data_at: int) -> None:
+        """A large entry goes to the offload thread with its (empty) file; the stream skips its data."""
+        at, parts, flags, method, crc, csize, usize, _ = self._entry
+        if self._offload is None:
+            self._offload = Offload(self._source)
+        self._handed[at] = Streamed(parts, False, method, flags, csize, usize, crc)
+        self._offload.add(Job(at, self._fd, data_at, csize, usize, crc, method == DEFLATED, "/".join(parts)))
+        self._fd = None
+        self._step = self._skip
+
+    def _skip(self, view: memoryview) -> int:
+        if self._offload.failed is not None:
+            raise _Stop(self._offload.failed)
+        take = min(len(view), self._left)
+        self._left -= take
+        self._offload.arrived(self.position + take)  # those bytes are in the partial file
+        if self._left == 0:
+            self._reset_entry()
+            self._step = self._header
+        return take
 
     def _reset_entry(self) -> None:
         self._crc = self._csize = self._usize = 0

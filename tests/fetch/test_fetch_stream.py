@@ -353,3 +353,104 @@ def test_a_name_the_rules_refuse_stops_the_stream_before_it_is_written(tmp_path,
     unzip.feed(z.read_bytes())
     assert unzip.failed is not None and says in unzip.failed
     assert not staging.exists() and not list(tmp_path.rglob("escaped")) and not Path("/tmp/escaped").exists()
+
+
+# -- large entries: inflated on the offload thread (stream_offload.py), read back from the partial file --
+
+BIG_HEX = 10_000_000  # hex text: deflates to ~5 MB, over the offload threshold (4 MiB)
+
+
+def big_zip(tmp_path: Path) -> Path:
+    """The small tree, plus a large library that deflates (hex text) and a large one `zip`
+    stores (random bytes): both go to the offload thread."""
+    src = tmp_path / "big-tree"
+    top = make_tree(src)
+    (top / "lib/libtorch_cpu.so").write_text(hashlib.shake_256(b"cpu").hexdigest(BIG_HEX // 2))
+    (top / "lib/libpadding.bin").write_bytes(hashlib.shake_256(b"pad").digest(5_000_000))
+    out = tmp_path / "big.zip"
+    subprocess.run(["zip", "-q", "-r", "-y", "-n", ".bin", str(out), "libtorch"], cwd=src, check=True)
+    infos = {i.filename: i for i in zipfile.ZipFile(out).infolist()}
+    assert infos["libtorch/lib/libtorch_cpu.so"].compress_type == zipfile.ZIP_DEFLATED
+    assert infos["libtorch/lib/libpadding.bin"].compress_type == zipfile.ZIP_STORED
+    assert all(infos[n].compress_size >= 4 << 20 for n in ("libtorch/lib/libtorch_cpu.so", "libtorch/lib/libpadding.bin"))
+    return out
+
+
+def feed_as_downloaded(unzip, data: bytes, part: Path, chunk: int = 256 << 10, stop_at: int | None = None) -> None:
+    """What download.py does: each chunk is written to the partial file, then fed."""
+    with open(part, "wb") as fh:
+        for i in range(0, len(data) if stop_at is None else stop_at, chunk):
+            fh.write(data[i:i + chunk])
+            fh.flush()
+            unzip.feed(data[i:i + chunk])
+
+
+@pytest.mark.parametrize("threaded", [False, True])
+def test_large_entries_are_inflated_beside_the_stream_into_the_same_tree(tmp_path, threaded):
+    z = big_zip(tmp_path)
+    (tmp_path / "s").mkdir()
+    unzip = StreamUnzip(tmp_path / "s", reserved=NOT_HASHED, source=tmp_path / "z.part")
+    sink = ThreadedUnzip(unzip) if threaded else unzip
+    feed_as_downloaded(sink, z.read_bytes(), tmp_path / "z.part")
+    got = adopt(sink, z, reserved=NOT_HASHED)
+    assert isinstance(got, Adopted), got
+    assert len(unzip._offload.finished) == 2  # both large entries went through the offload thread
+    (tmp_path / "e").mkdir()
+    assert got.extracted == extract_zip(z, tmp_path / "e", reserved=NOT_HASHED)
+    assert tree_listing(got.root) == tree_listing(tmp_path / "e")
+
+
+def test_a_large_entry_whose_crc_is_wrong_stops_the_stream_and_leaves_nothing(tmp_path):
+    big = hashlib.shake_256(b"x").digest(5 << 20)
+    z = hand_zip(tmp_path / "hand.zip", [("libtorch/build-version", b"2.13.0+cpu\n", zipfile.ZIP_STORED, None, 0o100644),
+                                         ("libtorch/lib/libc10.so", big, zipfile.ZIP_STORED, None, 0o100644)])
+    data = bytearray(z.read_bytes())
+    at = data.index(b"PK\x03\x04", 1) + 14  # the second local header's CRC-32
+    data[at:at + 4] = b"\0\0\0\0"
+    (tmp_path / "s").mkdir()
+    unzip = StreamUnzip(tmp_path / "s", source=tmp_path / "z.part")
+    feed_as_downloaded(unzip, bytes(data), tmp_path / "z.part")
+    assert unzip.finish() == "entry 'libtorch/lib/libc10.so': its size or CRC-32 disagrees with its header"
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_large_deflated_entry_that_is_damaged_stops_the_stream(tmp_path):
+    z = big_zip(tmp_path)
+    data = bytearray(z.read_bytes())
+    info = zipfile.ZipFile(z).getinfo("libtorch/lib/libtorch_cpu.so")
+    start = info.header_offset + 30 + len(info.filename) + len(info.extra)
+    data[start + 1000:start + 1100] = bytes(100)  # inside the deflate stream
+    (tmp_path / "s").mkdir()
+    unzip = StreamUnzip(tmp_path / "s", source=tmp_path / "z.part")
+    feed_as_downloaded(unzip, bytes(data), tmp_path / "z.part")
+    why = unzip.finish()
+    assert why is not None and why.startswith("entry 'libtorch/lib/libtorch_cpu.so': "), why
+    assert not (tmp_path / "s").exists()
+
+
+def test_abandoned_while_a_large_entry_is_inflated_stops_the_thread_and_removes_the_tree(tmp_path):
+    z = big_zip(tmp_path)
+    info = zipfile.ZipFile(z).getinfo("libtorch/lib/libtorch_cpu.so")
+    (tmp_path / "s").mkdir()
+    unzip = StreamUnzip(tmp_path / "s", source=tmp_path / "z.part")
+    # the bytes stop in the middle of the large entry: its thread waits for more
+    feed_as_downloaded(unzip, z.read_bytes(), tmp_path / "z.part", chunk=64 << 10,
+                       stop_at=info.header_offset + info.compress_size // 2)
+    thread = unzip._offload._thread
+    assert thread.is_alive()
+    unzip.abandon("the install ended")
+    assert not thread.is_alive() and not (tmp_path / "s").exists()
+
+
+def test_large_entries_stream_through_a_real_download(server, tmp_path):
+    z = big_zip(tmp_path)
+    server.add(NAME, z.read_bytes())
+    r = cli(*args(server, tmp_path))
+    assert r.exit_code == 0, r.output
+    assert STREAMED in r.stderr and "unpacking" not in r.stderr
+    ref = unzip_tree(z, tmp_path / "u")
+    assert installed(tmp_path / "dest") == tree_listing(ref)
+    from doctor.fetch.record import read_install_record
+
+    assert read_install_record(tmp_path / "dest")["nar_hash"] == nix_hash_sri(ref)
+    assert leftovers(tmp_path) == []
