@@ -136,8 +136,6 @@ class Offload:
                 if inflater is None:
                     write(data)
                     continue
-                if inflater.eof:
-                    return "data after the end of its deflate stream"
                 write(inflater.decompress(data, CHUNK))
                 while inflater.unconsumed_tail and not inflater.eof:
                     write(inflater.decompress(inflater.unconsumed_tail, CHUNK))
