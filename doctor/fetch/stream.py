@@ -19,7 +19,9 @@ Until then:
   so no path can lead out of the staging folder;
 - the tree keeps the archive's top folder (whether it is stripped is known only at the end);
 - inflating is bounded (1 MiB of output per call; in all, 20× the bytes that arrived), and
-  a size or CRC-32 that disagrees with the header or data descriptor stops the stream.
+  a size or CRC-32 that disagrees with the header or data descriptor stops the stream;
+- a large entry (4 MiB or more compressed, sizes in its header) is inflated on a second thread
+  from the partial file (stream_offload.py), under the same checks, while the stream goes on.
 
 Anything it does not handle stops it — a stored entry with a data descriptor (unless empty:
 its end cannot be found), bzip2/lzma, a name with a backslash, bytes before the first header,
