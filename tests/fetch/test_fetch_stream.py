@@ -377,12 +377,16 @@ def big_zip(tmp_path: Path) -> Path:
     return out
 
 
-def feed_as_downloaded(unzip, data: bytes, part: Path, chunk: int = 256 << 10, stop_at: int | None = None) -> None:
-    """What download.py does: each chunk is written to the partial file, then fed."""
-    with open(part, "wb") as fh:
+def feed_as_downloaded(unzip, data: bytes, part: Path, chunk: int = 256 << 10, stop_at: int | None = None,
+                       buffering: int = -1) -> None:
+    """What download.py does: each chunk is written to the partial file, then fed. With a
+    `buffering` larger than the chunks, fed bytes reach the file only later (at the latest when
+    it is closed, before the install finishes the stream), as a small last chunk may."""
+    with open(part, "wb", buffering=buffering) as fh:
         for i in range(0, len(data) if stop_at is None else stop_at, chunk):
             fh.write(data[i:i + chunk])
-            fh.flush()
+            if buffering == -1:
+                fh.flush()
             unzip.feed(data[i:i + chunk])
 
 
@@ -396,6 +400,19 @@ def test_large_entries_are_inflated_beside_the_stream_into_the_same_tree(tmp_pat
     got = adopt(sink, z, reserved=NOT_HASHED)
     assert isinstance(got, Adopted), got
     assert len(unzip._offload.finished) == 2  # both large entries went through the offload thread
+    (tmp_path / "e").mkdir()
+    assert got.extracted == extract_zip(z, tmp_path / "e", reserved=NOT_HASHED)
+    assert tree_listing(got.root) == tree_listing(tmp_path / "e")
+
+
+def test_large_entries_wait_for_bytes_still_in_the_downloads_write_buffer(tmp_path):
+    z = big_zip(tmp_path)
+    (tmp_path / "s").mkdir()
+    unzip = StreamUnzip(tmp_path / "s", reserved=NOT_HASHED, source=tmp_path / "z.part")
+    feed_as_downloaded(unzip, z.read_bytes(), tmp_path / "z.part", chunk=64 << 10, buffering=32 << 20)
+    got = adopt(unzip, z, reserved=NOT_HASHED)
+    assert isinstance(got, Adopted), got
+    assert len(unzip._offload.finished) == 2
     (tmp_path / "e").mkdir()
     assert got.extracted == extract_zip(z, tmp_path / "e", reserved=NOT_HASHED)
     assert tree_listing(got.root) == tree_listing(tmp_path / "e")
