@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         rv = cli.main(args=args, prog_name="doctor", standalone_mode=False)
-        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at exit
+        _flush_output()
     except (click.exceptions.Abort, KeyboardInterrupt):
         _say("Interrupted.")
         return 130
@@ -85,7 +85,12 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(args, *_click_error(exc))
     except DoctorError as exc:
         return _fail(args, exc.exit_code, exc.id, exc.message, exc.hint)
-    except Exception:  # the doctor itself crashed: say so, keep the details, and how to report it
+    except Exception as exc:  # the doctor itself crashed: say so, keep the details, and how to report it
+        if isinstance(exc, OSError) and _writing_output(exc):  # a full disk under `> report.json`: the world's
+            from doctor.writes import os_error
+
+            err = os_error(exc, "write the output to", "standard output", "or send it elsewhere")
+            return _fail(args, 1, err.id, err.message, err.hint)
         import traceback  # only here: importing it costs a few ms of every start
 
         text = traceback.format_exc()
@@ -104,6 +109,18 @@ def main(argv: list[str] | None = None) -> int:
             _print_json_error(command, 3, "internal.crash", text.strip().splitlines()[-1][:500], hint)
         return 3
     return rv if isinstance(rv, int) else 0
+
+
+def _flush_output() -> None:
+    sys.stdout.flush()  # a closed pipe or a full disk shows here, inside the handler, not at exit
+
+
+def _writing_output(exc: OSError) -> bool:
+    """Whether `exc` came from printing (click.echo, or the last flush of stdout)."""
+    import traceback
+
+    codes = (click.utils.echo.__code__, _flush_output.__code__)
+    return any(frame.f_code in codes for frame, _ in traceback.walk_tb(exc.__traceback__))
 
 
 def run() -> None:

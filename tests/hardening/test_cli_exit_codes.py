@@ -108,6 +108,19 @@ def test_cli_broken_pipe_exits_1_quietly_when_nobody_reads(tmp_path, args):
     assert proc.returncode == 1 and err == "", (proc.returncode, err)
 
 
+@pytest.mark.parametrize("args", [("check",), ("check", "--json"), ("emit", "setenv", "--shell", "sh"),
+                                  ("fetch-libtorch", "--dry-run", "--version", "2.13.0", "--variant", "cpu")])
+def test_a_full_disk_under_the_output_is_exit_1_with_a_reason(tmp_path, args):
+    # `doctor check --json > report.json` on a full disk: the world's fault, not a crash (exit 3)
+    with open("/dev/full", "wb") as full:
+        proc = subprocess.run([sys.executable, "-m", "doctor", *args], stdout=full, stderr=subprocess.PIPE,
+                              env=_env(XDG_CACHE_HOME=str(tmp_path / "cache")), cwd=tmp_path, timeout=120)
+    err = proc.stderr.decode()
+    assert proc.returncode == 1, err
+    assert err.splitlines()[0] == "error: cannot write the output to standard output: No space left on device", err
+    assert not (tmp_path / "cache").exists()  # no crash report
+
+
 @pytest.mark.parametrize("runner_sigint", ["default", "ignored-as-in-a-background-job"])
 def test_cli_ctrl_c_exits_130(tmp_path, runner_sigint):
     """`doctor diff A B` waits on A (a FIFO nobody writes); Ctrl-C must end it with 130.
