@@ -142,6 +142,7 @@ def run() -> None:
 # The text beyond ASCII the doctor prints, in ASCII, for a stream whose encoding lacks it (a
 # latin-1 locale; Windows writing a redirected report in its ANSI code page): the marks keep
 # their meaning, where the print used to fail (exit 3). Anything else becomes \uXXXX.
+# `_fit_streams` also gives a stream the caller closed a sink, for the same reason.
 _ASCII = {"✓": "+", "✗": "x", "•": "*", "→": "->", "—": "-", "–": "-", "−": "-", "…": "...", "≥": ">=",
           "≤": "<=", "×": "x", "‘": "'", "’": "'", "“": '"', "”": '"', "µ": "u"}
 
@@ -153,6 +154,9 @@ def _fit_streams() -> None:
         text = exc.object[exc.start:exc.end]
         return "".join(_ASCII.get(c) or c.encode("ascii", "backslashreplace").decode() for c in text), exc.end
 
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:  # closed by the caller (`doctor check >&-`): the exit code still answers
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
     for stream in (sys.stdout, sys.stderr):
         try:
             "✓✗•→…".encode(stream.encoding)
@@ -231,12 +235,9 @@ def json_command(args: list[str]) -> str | None:
 
 
 def _say(text: str) -> None:
-    from doctor.quoting import for_terminal  # a message quotes paths, URLs and tool output
+    from doctor.commands._say import say  # a message quotes paths, URLs and tool output
 
-    try:
-        click.echo(for_terminal(text), err=True)
-    except OSError:  # stderr closed too: the exit code is all that is left
-        pass
+    say(text)
 
 
 def _broken_pipe() -> int:

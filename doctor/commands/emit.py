@@ -8,7 +8,7 @@ import click
 
 from doctor.emit import FORMATS
 from doctor.emit.setenv import SHELLS
-from doctor.quoting import for_terminal
+from doctor.commands._say import say
 
 
 @click.command("emit")
@@ -47,5 +47,5 @@ def command(fmt: str, root: Path | None, output: Path | None, shell: str | None,
     text, messages = emit_to(fmt, host, install, output, shell, **options)
     click.echo(text, nl=False)
     for line in messages:
-        click.echo(for_terminal(line), err=True)
+        say(line)
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from doctor.commands._output import print_report, report_options
-from doctor.quoting import for_terminal
+from doctor.commands._say import say
 
 READ_LIMIT = 1 << 30  # a log bigger than 1 GiB is read up to here
 
@@ -98,7 +98,7 @@ def _from_command(host, argv: tuple[str, ...], timeout: float, no_facts: bool, f
     click.echo(result.stdout, nl=False, err=True)
     click.echo(result.stderr, nl=False, err=True)
     if result.timed_out:
-        click.echo(for_terminal(f"doctor: {result.error}"), err=True)
+        say(f"doctor: {result.error}")
     text = result.stdout + ("\n" if result.stdout and not result.stdout.endswith("\n") else "") + result.stderr
     shown = result.command if len(result.command) <= 60 else result.command[:59] + "…"
     signum = -result.returncode if result.returncode is not None and result.returncode < 0 else None

@@ -10,6 +10,7 @@ import click
 
 from doctor.catalog.releases import ABIS, CHANNELS, PLATFORMS
 from doctor.emit import FORMATS
+from doctor.commands._say import say
 from doctor.quoting import for_terminal
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ def command(version, variant, abi, platform, debug, channel, url, archive, from_
 
     def log(line: str) -> None:
         if not quiet:
-            click.echo(for_terminal(line), err=True)
+            say(line)
 
     opts = FetchOptions(force=force, verify_tree=verify_tree, offline=offline, update_lock=update_lock,
                         keep_archive=keep_archive, retries=retries, backoff=backoff, timeout=timeout)
@@ -120,11 +121,11 @@ def command(version, variant, abi, platform, debug, channel, url, archive, from_
     if emit_fmt:
         from doctor.emit import emit_to, find_install
 
-        click.echo(for_terminal(summary), err=True)
+        say(summary)
         text, messages = emit_to(emit_fmt, host, find_install(host, outcome.dest))
         click.echo(text, nl=False)
         for line in messages:
-            click.echo(for_terminal(line), err=True)
+            say(line)
         return 0
     click.echo(for_terminal(summary))
     return 0

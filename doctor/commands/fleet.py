@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from doctor.commands._output import choose_format, print_report, report_options
+from doctor.commands._say import say
 from doctor.quoting import for_terminal
 
 
@@ -38,7 +39,7 @@ def command(timeout: float, max_size: int, iters: int, fmt: str | None, as_json:
     outcome = run_fleet(Host.from_system(), timeout, sizes, iters)
     if outcome.report is None:
         if outcome.reason:
-            click.echo(for_terminal(f"error: {outcome.reason}"), err=True)
+            say(f"error: {outcome.reason}")
             # Machine output is an envelope, failures included; but only rank 0 writes stdout
             # (the ranks share it under a launcher: one JSON document, not one per rank).
             if fmt == "json" and outcome.rank == 0:

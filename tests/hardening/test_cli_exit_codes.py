@@ -121,6 +121,29 @@ def test_a_full_disk_under_the_output_is_exit_1_with_a_reason(tmp_path, args):
     assert not (tmp_path / "cache").exists()  # no crash report
 
 
+@pytest.mark.parametrize("libtorch", ["", "/nowhere/libtorch"])
+def test_a_closed_stdout_still_answers_with_the_exit_code(tmp_path, libtorch):
+    # `doctor check >&-` in a cron job: nothing to print to, the exit code is the answer
+    env = _env(LIBTORCH=libtorch) if libtorch else _env()
+    proc = subprocess.run(["bash", "-c", 'exec "$0" -m doctor check >&-', sys.executable], capture_output=True,
+                          env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == (1 if libtorch else 0) and proc.stderr == b"", proc.stderr.decode()
+
+
+def test_a_full_stderr_loses_the_messages_not_the_install(tmp_path):
+    archive = libtorch_zip(tmp_path / "libtorch.zip")
+    with open("/dev/full", "wb") as full:
+        fetch = subprocess.run([sys.executable, "-m", "doctor", "fetch-libtorch", "--version", "2.13.0", "--variant",
+                                "cpu", "--archive", str(archive), "--dest", str(tmp_path / "lt"), "--no-lock"],
+                               stdout=subprocess.PIPE, stderr=full, env=_env(), cwd=tmp_path, timeout=120)
+        emit = subprocess.run([sys.executable, "-m", "doctor", "emit", "setenv", "--shell", "sh", "--libtorch",
+                               str(tmp_path / "lt"), "-o", str(tmp_path / "env.sh")], stdout=subprocess.PIPE,
+                              stderr=full, env=_env(), cwd=tmp_path, timeout=120)
+    assert fetch.returncode == 0 and b"Installed libtorch 2.13.0+cpu" in fetch.stdout
+    assert (tmp_path / "lt" / "lib").is_dir()
+    assert emit.returncode == 0 and "LD_LIBRARY_PATH" in (tmp_path / "env.sh").read_text()
+
+
 @pytest.mark.parametrize("runner_sigint", ["default", "ignored-as-in-a-background-job"])
 def test_cli_ctrl_c_exits_130(tmp_path, runner_sigint):
     """`doctor diff A B` waits on A (a FIFO nobody writes); Ctrl-C must end it with 130.
