@@ -325,7 +325,11 @@ class Host:
             if mine:
                 future = self._answers[key] = Future()
         if mine:
-            future.set_result(self.run(argv, timeout=timeout))
+            try:
+                future.set_result(self.run(argv, timeout=timeout))
+            except BaseException as exc:  # the others asking get this error too, not a wait forever
+                future.set_exception(exc)
+                raise
         return future.result()
 
     def run(

@@ -23,3 +23,31 @@ def test_one_run_per_question_even_when_asked_at_once(tmp_path):
     assert host.ask([str(tool), "--list-gpu-code"]).ok
     assert Host.for_test(tmp_path).ask([str(tool), "--version"]).ok
     assert calls.read_text().splitlines() == ["--version", "--list-gpu-code", "--version"]
+
+
+def test_an_error_while_asking_reaches_every_asker_instead_of_a_wait_forever(tmp_path, monkeypatch):
+    # e.g. "can't start new thread" under a memory limit: the askers waiting on the answer used
+    # to wait forever, and `check` hung
+    import threading
+    import time
+
+    def run(self, argv, timeout=5.0, **kw):
+        time.sleep(0.3)  # the other askers arrive and wait for this answer
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(Host, "run", run)
+    host = Host.for_test(tmp_path)
+    results: list[str] = []
+
+    def ask() -> None:
+        try:
+            host.ask(["nvcc", "--version"])
+        except RuntimeError as exc:
+            results.append(str(exc))
+
+    threads = [threading.Thread(target=ask, daemon=True) for _ in range(3)]  # daemon: a hang fails, not blocks
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert results == ["can't start new thread"] * 3
