@@ -161,9 +161,9 @@ def _fit_streams() -> None:
         text = exc.object[exc.start:exc.end]
         return "".join(_ASCII.get(c) or c.encode("ascii", "backslashreplace").decode() for c in text), exc.end
 
-    for name in ("stdout", "stderr"):
+    for name, mode in (("stdin", "r"), ("stdout", "w"), ("stderr", "w")):
         if getattr(sys, name) is None:  # closed by the caller (`doctor check >&-`): the exit code still answers
-            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
+            setattr(sys, name, open(os.devnull, mode, encoding="utf-8"))
     for stream in (sys.stdout, sys.stderr):
         try:
             "✓✗•→…".encode(stream.encoding)

@@ -130,6 +130,12 @@ def test_a_closed_stdout_still_answers_with_the_exit_code(tmp_path, libtorch):
     assert proc.returncode == (1 if libtorch else 0) and proc.stderr == b"", proc.stderr.decode()
 
 
+def test_a_closed_stdin_is_an_empty_log(tmp_path):
+    proc = subprocess.run(["bash", "-c", 'exec "$0" -m doctor explain --no-facts - <&-', sys.executable],
+                          capture_output=True, env=_env(), cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0 and b"no known setup problem" in proc.stdout, proc.stderr.decode()
+
+
 def test_a_full_stderr_loses_the_messages_not_the_install(tmp_path):
     archive = libtorch_zip(tmp_path / "libtorch.zip")
     with open("/dev/full", "wb") as full:
