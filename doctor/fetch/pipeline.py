@@ -157,9 +157,7 @@ def _run(host: Host, plan: Plan, opts: FetchOptions, dest: Path, writable: bool,
 def _install(host: Host, plan: Plan, opts: FetchOptions, dest: Path, entry: dict | None, log,
              progress_stream) -> InstallRecord:
     from doctor.fetch.install import install_archive
-    from doctor.fetch.source import get_archive
-
-    from doctor.fetch.source import part_path
+    from doctor.fetch.source import get_archive, part_path
 
     streamed = _stream_into(dest, part_path(plan, dest)) if plan.source == "url" else None
     try:

@@ -264,7 +264,7 @@ class StreamUnzip:
         if self._offload is None:
             self._offload = Offload(self._source)
         self._handed[at] = Streamed(parts, False, method, flags, csize, usize, crc)
-        self._offload.add(Job(at, self._fd, data_at, csize, usize, crc, method == DEFLATED, "/".join(parts)))
+        self._offload.add(Job(self._fd, data_at, csize, usize, crc, method == DEFLATED, "/".join(parts)))
         self._fd = None
         self._step = self._skip
 

@@ -28,7 +28,6 @@ _WAIT = 0.05  # seconds between looks at the file when the stream says more has 
 class Job:
     """A large entry: its file (created, empty, owned by the job from now on) and where its data lies."""
 
-    header_at: int
     fd: int
     data_at: int
     csize: int
@@ -39,6 +38,10 @@ class Job:
 
 
 class _Stopped(Exception):
+    pass
+
+
+class _TooLarge(Exception):
     pass
 
 
@@ -169,7 +172,3 @@ class Offload:
             if self._complete:
                 raise OSError("the partial file is shorter than the archive")
             self._cond.wait(_WAIT)
-
-
-class _TooLarge(Exception):
-    pass
