@@ -171,6 +171,25 @@ class Host:
         except (OSError, ValueError):
             return False
 
+    def path_kind(self, path: str | os.PathLike[str]) -> str:
+        """What a path names, after symlinks, as one word ("directory", "file", "missing", "loop", "denied", ...; diagnose/common.py words
+        them): a message can then say
+        "is a file, not a directory" or "is a symbolic link loop" instead of "does not exist"."""
+        import errno
+
+        try:
+            mode = os.stat(self._fs_path(path)).st_mode
+        except OSError as exc:
+            return {errno.ELOOP: "loop", errno.EACCES: "denied", errno.EPERM: "denied",
+                    errno.ENAMETOOLONG: "too-long", errno.ENOTDIR: "under-file"}.get(exc.errno, "missing")
+        except ValueError:  # a NUL byte
+            return "missing"
+        if stat.S_ISDIR(mode):
+            return "directory"
+        if stat.S_ISREG(mode):
+            return "file"
+        return "fifo" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode) else "device"
+
     def listdir(self, path: str | os.PathLike[str]) -> list[str]:
         try:
             return sorted(os.listdir(self.real(path)))

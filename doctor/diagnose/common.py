@@ -8,3 +8,21 @@ from doctor.formats import symbol_version_key as version_key
 def newest(names, prefix: str) -> str | None:
     chosen = [n for n in names if n.startswith(prefix + "_")]
     return max(chosen, key=version_key) if chosen else None
+
+
+# What a path that should be a directory is instead, as a message says it (Host.path_kind's words).
+NOT_A_DIRECTORY = {
+    "missing": "does not exist",
+    "file": "is a file, not a directory",
+    "fifo": "is a named pipe, not a directory",
+    "socket": "is a socket, not a directory",
+    "device": "is a device, not a directory",
+    "loop": "is a symbolic link loop",
+    "denied": "cannot be reached (permission denied)",
+    "too-long": "is too long a path for this system",
+    "under-file": "does not exist (a file stands where one of its parent folders should be)",
+}
+
+
+def not_a_directory(kind: str) -> str:
+    return NOT_A_DIRECTORY.get(kind, "is not a directory")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from doctor.diagnose.common import newest
+from doctor.diagnose.common import newest, not_a_directory
 from doctor.fixes import FETCH
 from doctor.formats import symbol_version_key as version_key
 from doctor.model import Area, Evidence, Finding, Level
@@ -58,7 +58,7 @@ def _tree_findings(c: LibtorchInstall, system: SystemFacts, active: bool = True)
     if not c.exists or not c.complete:
         if "LIBTORCH_INCLUDE/LIBTORCH_LIB" in c.origins and len(c.origins) == 1:
             return out  # diagnose/clients.py names the variable that is wrong (issue 18)
-        what = "does not exist" if not c.exists else "is not a complete libtorch (no include/torch or lib/libc10)"
+        what = not_a_directory(c.root_kind) if not c.exists else "is not a complete libtorch (no include/torch or lib/libc10)"
         named_by = f"{variable}={c.root}" if variable else c.root
         out.append(
             Finding(

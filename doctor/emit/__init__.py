@@ -29,6 +29,7 @@ FORMATS = {
 
 def find_install(host: Host, root: Path | str | None = None) -> LibtorchInstall:
     """The LibtorchInstall at `root`, or the one a build would use (as `doctor check` says)."""
+    from doctor.diagnose.common import not_a_directory
     from doctor.probe.libtorch import detect_libtorch, inspect_tree
     from doctor.probe.python_torch import detect_python_torch
     from doctor.model import Evidence
@@ -36,7 +37,8 @@ def find_install(host: Host, root: Path | str | None = None) -> LibtorchInstall:
     if root is not None:
         root_s = str(Path(root).expanduser())
         if not host.is_dir(root_s):
-            raise DoctorError(f"--libtorch {root_s}: no such directory", "give the folder that holds lib/ and include/", error_id="emit.no-such-libtorch")
+            raise DoctorError(f"--libtorch {root_s} {not_a_directory(host.path_kind(root_s))}",
+                              "give the folder that holds lib/ and include/", error_id="emit.no-such-libtorch")
         install = inspect_tree(host, root_s, ["--libtorch"], [Evidence("arg", "--libtorch", root_s)])
         install.hasktorch = install.hasktorch or _hasktorch_layout(host, root_s)
     else:
@@ -48,6 +50,11 @@ def find_install(host: Host, root: Path | str | None = None) -> LibtorchInstall:
                 "pass --libtorch DIR, or fetch one with `doctor fetch-libtorch`",
                 error_id="emit.no-libtorch",
             )
+    if not install.exists:
+        named_by = next((f"{o}=" for o in install.origins if o in ("LIBTORCH", "Torch_DIR")), "")
+        raise DoctorError(f"{named_by}{install.root} {not_a_directory(install.root_kind)}",
+                          "point it at the folder that holds lib/ and include/, or pass --libtorch DIR",
+                          error_id="emit.no-such-libtorch")
     if not install.complete:
         raise DoctorError(
             f"{install.root} is not a complete libtorch (it needs include/torch and lib/libc10)",

@@ -91,6 +91,7 @@ class LibtorchInstall:
     record: dict | None = None  # torch-doctor.json written by fetch-libtorch
     hasktorch: dict | None = None  # {"home", "version", "platform", "flavour", "ok"} in that layout
     evidence: list[Evidence] = field(default_factory=list)
+    root_kind: str = "directory"  # Host.path_kind of the root: "missing", "file", "loop", ... when not a directory
 
     @property
     def label(self) -> str:
@@ -183,6 +184,7 @@ def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evide
         evidence=list(evidence),
     )
     if not install.exists:
+        install.root_kind = host.path_kind(root)
         return install
     stems = ("c10", "torch", "torch_cpu", "torch_cuda", "c10_cuda", "torch_hip", "c10_hip")
     from doctor.probe.platform_tree import tree_system

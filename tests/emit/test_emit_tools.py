@@ -134,7 +134,10 @@ def test_cli_writes_output_file_and_rejects_misplaced_options(tmp_path):
     bad = doctor_subprocess("emit", "cabal", "--shell", "bash", "--libtorch", str(root))
     assert bad.returncode == 2 and "--shell only applies to setenv" in bad.stderr
     missing = doctor_subprocess("emit", "setenv", "--libtorch", str(tmp_path / "nope"))
-    assert missing.returncode == 1 and "no such directory" in missing.stderr
+    assert missing.returncode == 1 and f"--libtorch {tmp_path / 'nope'} does not exist" in missing.stderr
+    (tmp_path / "file").write_text("x")
+    a_file = doctor_subprocess("emit", "setenv", env={"LIBTORCH": str(tmp_path / "file")})
+    assert a_file.returncode == 1 and f"LIBTORCH={tmp_path / 'file'} is a file, not a directory" in a_file.stderr
     wrong = doctor_subprocess("emit", "yaml")
     assert wrong.returncode == 2
 

@@ -272,7 +272,31 @@ def test_check_symlink_loop_in_libtorch(tmp_path):
                                                        "LD_LIBRARY_PATH": str(tmp_path / "a")})
     assert result.returncode == 1, result.stderr
     invalid = [f for f in json.loads(result.stdout)["findings"] if f["id"] == "libtorch.path-invalid"]
-    assert any(f"LIBTORCH={tmp_path / 'a'} does not exist" in f["title"] for f in invalid)
+    assert any(f"LIBTORCH={tmp_path / 'a'} is a symbolic link loop" in f["title"] for f in invalid)
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda p: p.write_text("not a tree\n"), "is a file, not a directory"),
+    (lambda p: os.mkfifo(p), "is a named pipe, not a directory"),
+    (lambda p: None, "does not exist"),
+])
+def test_check_says_what_LIBTORCH_names_instead_of_a_directory(tmp_path, make, says):
+    target = tmp_path / "libtorch"
+    make(target)
+    result = doctor_subprocess("check", "--json", env={"LIBTORCH": str(target)})
+    assert result.returncode == 1, result.stderr
+    candidate = next(c for c in json.loads(result.stdout)["facts"]["libtorch"]["candidates"] if c["root"] == str(target))
+    assert candidate["exists"] is False
+    titles = [f["title"] for f in json.loads(result.stdout)["findings"] if f["id"] == "libtorch.path-invalid"]
+    assert f"LIBTORCH={target} {says}" in titles
+
+
+def test_check_names_a_device_and_a_file_in_the_path(tmp_path):
+    (tmp_path / "file").write_text("x")
+    for target, says in (("/dev/null", "is a device, not a directory"),
+                         (str(tmp_path / "file" / "libtorch"), "a file stands where one of its parent folders should be")):
+        result = doctor_subprocess("check", env={"LIBTORCH": target})
+        assert result.returncode == 1 and f"LIBTORCH={target} " in result.stdout and says in result.stdout, result.stdout
 
 
 @pytest.mark.parametrize("record", ["[" * 100_000 + "]" * 100_000, "[1, 2]", '{"version": ' + "9" * 5000 + "}", "\xff{"],
