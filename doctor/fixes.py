@@ -66,6 +66,11 @@ def run_time_path(lib_dir: str, system: str = "Linux", variable: str | None = No
     return f"{first}   (or: {SETENV}, or link with {rpath_flag(lib_dir)})"
 
 
+def readable_by_all(root: str) -> str:
+    """Give every user read access to a tree (folders searchable too), without making files executable."""
+    return f"sudo chmod -R a+rX {sh_paste(root)}   (or ask the tree's owner to)"
+
+
 def link_dir(lib_dir: str, system: str = "Linux") -> str:
     """Let the linker find the libraries in `lib_dir` (-L, LIBRARY_PATH, cabal, setup.py)."""
     if system == "Windows":

@@ -37,6 +37,11 @@ _WHY = {
     errno.EISDIR: "{where} is a directory",
     errno.ENOENT: "a folder on the way to {where} does not exist",
 }
+# ... where the doing is a read
+_READ_WHY = {
+    errno.EACCES: "no permission to read {where}: fix its permissions (`ls -l` shows them), or ask its owner",
+    errno.EPERM: "no permission to read {where}",
+}
 
 
 def os_error(exc: OSError, doing: str, where: str | os.PathLike[str] | None = None, instead: str = "") -> DoctorError:
@@ -45,7 +50,9 @@ def os_error(exc: OSError, doing: str, where: str | os.PathLike[str] | None = No
     where = where if where is not None else exc.filename
     why = exc.strerror or str(exc)
     shown = str(where) if where is not None else "that path"
-    hint = _WHY.get(exc.errno or 0, "check {where}").format(where=shown)
+    why_table = _READ_WHY if doing.startswith("read") else {}
+    hint = why_table.get(exc.errno or 0) or _WHY.get(exc.errno or 0, "check {where}")
+    hint = hint.format(where=shown)
     if instead:
         hint = f"{hint}; {instead}"
     place = f" {where}" if where is not None else ""

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import tempfile
-from pathlib import Path
+
+from testsupport.support import as_another_user, world_tmp_dir
 
 from doctor.diagnose.common import NOT_A_DIRECTORY
 from doctor.host import Host
@@ -35,30 +35,13 @@ def test_every_kind_of_path(tmp_path):
 
 
 def test_a_directory_behind_one_without_search_permission():
-    """As root every directory is searchable: the check runs in a child that became `nobody`, in a
-    folder of /tmp that nobody can reach (pytest's own tmp_path sits under a mode-700 folder)."""
-    top = Path(tempfile.mkdtemp(prefix="path-kind-"))
+    top = world_tmp_dir("path-kind-")
     try:
-        top.chmod(0o755)
         (top / "open" / "libtorch").mkdir(parents=True)
         (top / "locked" / "libtorch").mkdir(parents=True)
         (top / "locked").chmod(0o700)
         host = Host.from_system()
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: drop to nobody, answer through the pipe, never return into pytest
-            try:
-                if os.geteuid() == 0:
-                    os.setgroups([])
-                    os.setgid(65534)
-                    os.setuid(65534)
-                answer = f"{host.path_kind(top / 'open' / 'libtorch')} {host.path_kind(top / 'locked' / 'libtorch')}"
-                os.write(write, answer.encode())
-            finally:
-                os._exit(0)
-        os.close(write)
-        os.waitpid(pid, 0)
-        with os.fdopen(read) as answer:
-            assert answer.read().split() == ["directory", "denied"]
+        kinds = as_another_user(lambda: [host.path_kind(top / "open" / "libtorch"), host.path_kind(top / "locked" / "libtorch")])
+        assert kinds == ["directory", "denied"]
     finally:
         shutil.rmtree(top)

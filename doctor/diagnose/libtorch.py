@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import PurePath
+
 from doctor.diagnose.common import newest, not_a_directory
+from doctor import fixes
 from doctor.fixes import FETCH
 from doctor.formats import symbol_version_key as version_key
 from doctor.model import Area, Evidence, Finding, Level
@@ -52,9 +55,35 @@ def libtorch_area(facts: LibtorchFacts, python: PythonTorch | None, system: Syst
     return Area("libtorch", "libtorch", summary, details, findings)
 
 
+def _denied_finding(c: LibtorchInstall, variable: str | None, active: bool) -> Finding:
+    root = PurePath(c.root)
+    parts = ["the folder itself" if PurePath(d) == root else _relative(d, root) for d in c.denied]
+    return Finding(
+        "libtorch.path-invalid",
+        Level.ERROR if variable or active else Level.WARNING,
+        f"{c.root}: this user may not read {', '.join(parts)} (permission denied)",
+        detail=f"The tree is on disk, but its permissions keep this user out: builds against {c.root} find no "
+        "headers or libraries, and programs cannot load them. A tree unpacked or copied by root under a "
+        "restrictive umask (077) looks like this; it is not damaged.",
+        fix=fixes.readable_by_all(c.root),
+        area="libtorch",
+        evidence=[Evidence("file", d, "permission denied") for d in c.denied[:3]],
+        subject=c.root,
+    )
+
+
+def _relative(path: str, root: PurePath) -> str:
+    try:
+        return str(PurePath(path).relative_to(root))
+    except ValueError:  # LIBTORCH_INCLUDE / LIBTORCH_LIB outside the root
+        return path
+
+
 def _tree_findings(c: LibtorchInstall, system: SystemFacts, active: bool = True) -> list[Finding]:
     out = []
     variable = next((ENV_ORIGINS[o] for o in c.origins if o in ENV_ORIGINS), None)
+    if c.exists and c.denied:
+        return [_denied_finding(c, variable, active)]
     if not c.exists or not c.complete:
         if "LIBTORCH_INCLUDE/LIBTORCH_LIB" in c.origins and len(c.origins) == 1:
             return out  # diagnose/clients.py names the variable that is wrong (issue 18)

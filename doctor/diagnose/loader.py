@@ -49,7 +49,8 @@ def loader_area(l: LoaderFacts) -> Area:
                 subject="needed",
             )
         )
-    others = [u for u in l.unreadable if not u.startswith("libc10.")]  # libc10: the libtorch area says it
+    # libc10 and the libraries this user may not read: the libtorch area says it
+    others = [u for u in l.unreadable if not u.startswith("libc10.") and u.split(":")[0] not in l.denied]
     if others:
         findings.append(
             Finding(

@@ -16,6 +16,7 @@ Any failure before the swap leaves the destination as it was.
 from __future__ import annotations
 
 import errno
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -241,7 +242,7 @@ def verify_tree(dest: Path, record: InstallRecord, entry: dict | None, lock_path
     try:
         actual = nar_hash(dest, exclude_top=NOT_HASHED)
     except OSError as exc:
-        raise os_error(exc, "read the installed tree at", dest) from exc
+        raise os_error(exc, f"read the installed tree at {dest}:", os.fsdecode(exc.filename) if exc.filename else dest) from exc
     except ValueError as exc:  # a FIFO or device inside the tree
         raise DoctorError(f"the installed tree at {dest} holds something that is not a file, directory "
                           f"or symlink: {exc}", "re-install it with --force", error_id="fetch.bad-tree") from exc

@@ -92,6 +92,7 @@ class LibtorchInstall:
     hasktorch: dict | None = None  # {"home", "version", "platform", "flavour", "ok"} in that layout
     evidence: list[Evidence] = field(default_factory=list)
     root_kind: str = "directory"  # Host.path_kind of the root: "missing", "file", "loop", ... when not a directory
+    denied: list[str] = field(default_factory=list)  # paths in the tree this user may not read (permissions)
 
     @property
     def label(self) -> str:
@@ -194,6 +195,8 @@ def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evide
     install.libraries = [name for name in names if host.exists(PurePath(lib_dir) / name)]
     c10 = PurePath(lib_dir) / _lib_name(host, "c10", system)
     install.complete = host.is_dir(PurePath(include) / "torch") and host.exists(c10)
+    install.denied = _denied(host, [p, PurePath(include), PurePath(lib_dir)],
+                             [PurePath(lib_dir) / name for name in install.libraries])
 
     for label, rel in VERSION_FILES.items():
         path = p / rel
@@ -267,6 +270,15 @@ def _settle_version(install: LibtorchInstall) -> None:
             install.variant = "cpu"
 
 
+def _denied(host: Host, dirs: list[PurePath], files: list[PurePath]) -> list[str]:
+    """The folders this user cannot list or enter and the libraries it cannot read: a tree unpacked
+    by root under umask 077 is complete on disk and useless to everyone else."""
+    import os
+
+    return [str(path) for path, mode in [*((d, os.R_OK | os.X_OK) for d in dirs), *((f, os.R_OK) for f in files)]
+            if host.exists(path) and not host.access(path, mode)]
+
+
 def _read_libc10(host: Host, install: LibtorchInstall, c10: PurePath, abi_flag: str | None, root: PurePath) -> None:
     if abi_flag is not None:
         install.abi = "cxx11" if abi_flag == "1" else "pre-cxx11"
@@ -275,6 +287,8 @@ def _read_libc10(host: Host, install: LibtorchInstall, c10: PurePath, abi_flag: 
             Evidence("file", str(root / "share/cmake/Torch/TorchConfig.cmake"), f"-D_GLIBCXX_USE_CXX11_ABI={abi_flag}")
         )
     if host.system != "Linux" or c10.suffix != ".so" or not host.exists(c10):  # ELF only; Mach-O/PE: probe/platform_tree
+        return
+    if str(c10) in install.denied:  # not a broken library: diagnose names the permissions
         return
     try:
         info = read_elf(str(c10), str(host.real(c10)), count_abi_symbols=install.abi is None)

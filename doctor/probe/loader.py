@@ -43,6 +43,7 @@ class LoaderFacts:
     libraries: list[LibraryView] = field(default_factory=list)
     unresolved: list[str] = field(default_factory=list)  # "libtorch_cuda.so → libcudart.so.12"
     unreadable: list[str] = field(default_factory=list)  # "libc10.so: empty file (0 bytes)"
+    denied: list[str] = field(default_factory=list)  # of those, the ones this user may not read ("libtorch_cpu.so")
     evidence: list[Evidence] = field(default_factory=list)
     foreign: str | None = None  # "Darwin" / "Windows": a macOS or Windows tree, simulated in probe/platform_tree.py
 
@@ -141,6 +142,8 @@ def detect_loader(host: Host, lib_dir: str | None, ld_cache: dict[str, list[str]
         try:
             view.needed, elf = resolve_needed(host, path, ld_cache)
         except Exception as exc:  # empty, truncated, not ELF, a FIFO: its NEEDED are unknown, not "resolved"
+            if isinstance(exc, PermissionError):  # the libtorch area names the permissions
+                facts.denied.append(name)
             facts.unreadable.append(f"{name}: {str(exc)[:300]}")
             facts.evidence.append(Evidence("elf", str(path), f"unreadable: {str(exc)[:300]}"))
             facts.libraries.append(view)

@@ -4,6 +4,7 @@ promise that a failed fetch leaves an existing install exactly as it was."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from testsupport.fetch_helpers import DoctorMain, doctor_env, libtorch_zip, nix_hash_sri, run_doctor, tree_listing
+from testsupport.support import as_another_user, world_tmp_dir
 
 from doctor.fetch.record import read_install_record
 
@@ -185,6 +187,26 @@ def test_verify_rehashes_and_catches_a_modified_tree(server, tmp_path):
     r = cli(*args(server, tmp_path, "--verify"))
     assert r.exit_code == 1 and f"the installed tree at {tmp_path / 'dest'} has changed" in r.stderr
     assert "archive" not in r.stderr.split("error:", 1)[1]  # speaks of the tree, not of an archive
+
+
+def test_verify_names_the_file_this_user_may_not_read(server, tmp_path):
+    """A tree installed by root and closed to others (umask 077): --verify by another user says
+    which file and that it is a permission, not a changed tree, and offers no other --dest."""
+    serve(server, tmp_path)
+    top = world_tmp_dir("verify-denied-")
+    try:
+        dest = top / "dest"
+        r = cli(*args(server, tmp_path, "--no-lock", "--dest", str(dest)))
+        assert r.exit_code == 0, r.stderr
+        header = dest / "include/c10/macros/Macros.h"
+        header.chmod(0o600)
+        verify = [*args(server, tmp_path, "--no-lock", "--dest", str(dest)), "--verify"]
+        code, err = as_another_user(lambda: (lambda r: (r.exit_code, r.stderr))(cli(*verify)))
+    finally:
+        shutil.rmtree(top)
+    assert code == 1, err
+    assert f"error: cannot read the installed tree at {dest}: {header}: Permission denied" in err
+    assert f"hint: no permission to read {header}: fix its permissions" in err and "--dest" not in err.split("hint:")[1]
 
 
 def test_refuses_to_replace_a_directory_that_is_not_libtorch(server, tmp_path):

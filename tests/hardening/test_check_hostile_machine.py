@@ -3,6 +3,7 @@ and exit 0/1, never a hang, a crash (exit 3) or a wrong "all is well"."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -10,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from testsupport.support import doctor_subprocess, make_tree
+from testsupport.support import as_another_user, doctor_subprocess, make_tree, torch_root, world_tmp_dir
 
 from doctor.check import build_areas, gather_facts, run_check
 from doctor.host import Host
@@ -307,3 +308,31 @@ def test_check_install_record_hostile(tmp_path, abi_libs, record):
     host = Host.for_test(tmp_path, env={"LIBTORCH": "/opt/libtorch"})
     install = inspect_tree(host, "/opt/libtorch", ["LIBTORCH"], [])
     assert install.record is None and install.version == "2.13.0"
+
+
+@pytest.mark.parametrize("lock, says", [
+    ("lib/libc10.so", "this user may not read lib/libc10.so, lib/libtorch.so (permission denied)"),
+    ("include", "this user may not read include (permission denied)"),
+])
+def test_a_tree_this_user_may_not_read_is_named_as_such_not_as_broken(lock, says):
+    """A tree unpacked by root under umask 077: complete on disk, useless to other users. The
+    report names the permissions and chmod, not 'damaged, fetch it again'."""
+    top = world_tmp_dir("denied-tree-")
+    try:
+        root = make_tree(top / "libtorch", "2.13.0", "cpu", abi_line="1", libc10=torch_root() / "lib/libc10.so")
+        shutil.copy(torch_root() / "lib/libc10.so", root / "lib/libtorch.so")
+        for path in ([root / "lib/libc10.so", root / "lib/libtorch.so"] if lock.startswith("lib/") else [root / lock]):
+            path.chmod(0o600 if path.is_file() else 0o700)
+        host = dataclasses.replace(Host.from_system(), env={**os.environ, "LIBTORCH": str(root)})
+
+        def report():
+            facts = gather_facts(host)
+            return [(f.id, f.title, f.fix, f.area) for a in build_areas(facts, host) for f in a.findings]
+
+        got = as_another_user(report)
+    finally:
+        shutil.rmtree(top)
+    invalid = [g for g in got if g[0] == "libtorch.path-invalid"]
+    assert [(title, fix) for _, title, fix, _ in invalid] == [
+        (f"{root}: {says}", f"sudo chmod -R a+rX {root}   (or ask the tree's owner to)")]
+    assert not any("not a usable" in title or "not a complete" in title for _, title, _, _ in got)

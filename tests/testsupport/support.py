@@ -83,3 +83,48 @@ def doctor_subprocess(*args: str, env: dict | None = None, cwd: Path | None = No
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "doctor", *args], capture_output=True, text=True, env=full_env,
                           cwd=cwd or tempfile.mkdtemp(), timeout=120)
+
+
+NOBODY = 65534
+
+
+def as_another_user(fn):
+    """fn() run in a forked child that is not root (as root, `nobody`), its picklable result
+    returned: permission checks do not apply to root, and `nobody` cannot start the interpreter
+    under a mode-700 /root, so the child keeps this process's imports. Paths it reads must lie
+    under world-searchable folders (world_tmp_dir)."""
+    import pickle
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read)
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setgid(NOBODY)
+                os.setuid(NOBODY)
+            try:
+                payload = pickle.dumps(("ok", fn()))
+            except BaseException as exc:  # noqa: BLE001 - reported to the parent
+                payload = pickle.dumps(("error", f"{type(exc).__name__}: {exc}"))
+            with os.fdopen(write, "wb") as out:
+                out.write(payload)
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        data = answer.read()
+    os.waitpid(pid, 0)
+    status, value = pickle.loads(data)
+    if status != "ok":
+        pytest.fail(f"as another user: {value}")
+    return value
+
+
+def world_tmp_dir(prefix: str) -> Path:
+    """A folder under /tmp every user can enter (pytest's tmp_path sits under a mode-700 one);
+    the caller removes it."""
+    top = Path(tempfile.mkdtemp(prefix=prefix))
+    top.chmod(0o755)
+    return top
