@@ -274,6 +274,7 @@ def load_policy(host: Host, doctor_version: str | None = None):
     for name in FILES:
         path = PurePath(host.cwd) / name
         text = host.read_text(path)
-        irregular = text is None and host.exists(path) and not host.is_regular(path)
-        files.append(PolicyFile(str(path), name, text, irregular))
+        regular = text is None and host.is_regular(path)
+        irregular = text is None and not regular and host.exists(path)
+        files.append(PolicyFile(str(path), name, text, irregular, unreadable=regular))
     return policy_from_files(files, doctor_version)

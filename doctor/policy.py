@@ -50,6 +50,7 @@ class PolicyFile:
     name: str  # one of FILES
     text: str | None  # None: absent or unreadable
     irregular: bool = False  # present but not a regular file (a FIFO, a device): never read
+    unreadable: bool = False  # a regular file that could not be read (permissions, an I/O error)
 
 
 def policy_from_files(files: list[PolicyFile], doctor_version: str | None = None) -> Policy | None:
@@ -61,6 +62,10 @@ def policy_from_files(files: list[PolicyFile], doctor_version: str | None = None
             if f.irregular:  # never read, never skipped silently
                 raise UsageError(f"{path}: not a regular file, so its policy cannot be read",
                                  f"replace {f.name} with a regular file")
+            if f.unreadable:  # a policy it may hold would be skipped: CI would pass unchecked
+                raise UsageError(f"{path}: cannot be read by this user, so the policy it may hold cannot be applied",
+                                 f"make {f.name} readable by this user (`ls -l` shows its permissions), "
+                                 "or run from another folder")
             continue
         data = _parse_toml(f.text, path)
         if f.name == "pyproject.toml":

@@ -78,6 +78,31 @@ def test_check_fifo_version_file_and_pyproject_do_not_hang(tmp_path, abi_libs):
         load_policy(host)
 
 
+def test_a_policy_file_this_user_may_not_read_is_a_usage_error_not_skipped():
+    """Skipped silently, its requirements would not be checked and CI would pass unchecked."""
+    from doctor.check import load_policy
+    from doctor.errors import UsageError
+
+    top = world_tmp_dir("policy-denied-")
+    try:
+        (top / "pyproject.toml").write_text('[tool.doctor]\nrequire = ["libtorch >= 2"]\n')
+        (top / "pyproject.toml").chmod(0o600)
+        host = dataclasses.replace(Host.from_system(), cwd=top)
+
+        def load():
+            try:
+                return ("policy", repr(load_policy(host)))
+            except UsageError as exc:
+                return ("usage", exc.message, exc.hint)
+
+        got = as_another_user(load)
+    finally:
+        shutil.rmtree(top)
+    assert got == ("usage", f"{top / 'pyproject.toml'}: cannot be read by this user, so the policy it may hold "
+                   "cannot be applied", "make pyproject.toml readable by this user (`ls -l` shows its permissions), "
+                   "or run from another folder")
+
+
 def test_check_path_component_over_255_bytes(tmp_path):
     long = "/opt/" + "x" * 300 + "/libtorch"
     result = doctor_subprocess("check", "--json", env={"LIBTORCH": long, "CMAKE_PREFIX_PATH": long,
