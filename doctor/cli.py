@@ -73,7 +73,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rv = cli.main(args=args, prog_name="doctor", standalone_mode=False)
         _flush_output()
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except (click.exceptions.Abort, KeyboardInterrupt) as exc:
+        from doctor.errors import Terminated
+
+        signalled = exc if isinstance(exc, Terminated) else exc.__cause__ or exc.__context__
+        if isinstance(signalled, Terminated):  # click wraps it in Abort
+            import signal
+
+            _say(f"Terminated ({signal.Signals(signalled.signum).name}).")
+            return 128 + signalled.signum
         _say("Interrupted.")
         return 130
     except BrokenPipeError:
@@ -139,11 +147,33 @@ def run() -> None:
     handlers, thread joins and the flush of stdout and stderr still run (docs/performance.md,
     "verify"). Not in `main()`: tests call that in-process."""
     _fit_streams()
+    _end_on_termination()
     code = main()
     import gc
 
     gc.freeze()
     sys.exit(code)
+
+
+def _end_on_termination() -> None:
+    """SIGTERM (a cancelled CI job, `timeout`, `docker stop`, Slurm's time limit) and SIGHUP (the
+    terminal closed) killed the process on the spot, leaving a fetch's half-written staging tree
+    behind; they now end the run as Ctrl-C does (errors.Terminated). A signal the caller set to
+    be ignored (`nohup`) stays ignored; a second one while cleaning up is ignored too."""
+    import signal
+
+    from doctor.errors import Terminated
+
+    watched = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
+
+    def handler(signum: int, frame) -> None:
+        for sig in watched:
+            signal.signal(sig, signal.SIG_IGN)
+        raise Terminated(signum)
+
+    for sig in watched:
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            signal.signal(sig, handler)
 
 
 # The text beyond ASCII the doctor prints, in ASCII, for a stream whose encoding lacks it (a

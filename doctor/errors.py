@@ -31,3 +31,12 @@ class UsageError(DoctorError):
 
     exit_code = 2
     default_id = "usage.bad-input"
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised in the main thread so the run ends as Ctrl-C ends it: through
+    every `finally` (a fetch removes its half-written tree), then exit 128 + the signal's number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum

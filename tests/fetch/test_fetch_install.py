@@ -291,7 +291,12 @@ def test_two_concurrent_fetches_end_with_one_valid_install(server, tmp_path):
     assert no_leftovers(tmp_path) == []
 
 
-def test_interrupted_fetch_leaves_the_install_untouched_and_resumes(server, tmp_path):
+@pytest.mark.parametrize("sig, code, said", [(signal.SIGINT, 130, "Interrupted."),
+                                              (signal.SIGTERM, 143, "Terminated (SIGTERM)."),
+                                              (signal.SIGHUP, 129, "Terminated (SIGHUP).")])
+def test_interrupted_fetch_leaves_the_install_untouched_and_resumes(server, tmp_path, sig, code, said):
+    """Ctrl-C, and SIGTERM (a cancelled CI job, `timeout`, `docker stop`) or SIGHUP (the terminal
+    closed), which used to kill the process on the spot with the staging tree left behind."""
     serve(server, tmp_path, payload=600_000)
     assert cli(*args(server, tmp_path, "--no-lock")).exit_code == 0
     before = snapshot(tmp_path / "dest")
@@ -306,9 +311,13 @@ def test_interrupted_fetch_leaves_the_install_untouched_and_resumes(server, tmp_
             break
         time.sleep(0.05)
     assert parts, "the download never started"
-    p.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + 20
+    while not list(tmp_path.glob(".dest.staging-*")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the streaming unpack has started: there is a half-written tree to remove
+    assert list(tmp_path.glob(".dest.staging-*")), "the unpack never started"
+    p.send_signal(sig)
     _, err = p.communicate(timeout=30)
-    assert p.returncode == 130, err
+    assert p.returncode == code and err.splitlines()[-1] == said, err
     assert snapshot(tmp_path / "dest") == before
     assert no_leftovers(tmp_path) == []
     server.slow[NAME] = 0

@@ -193,3 +193,23 @@ def test_cli_ctrl_c_exits_130(tmp_path, runner_sigint):
         os.close(writer)
     assert proc.returncode == 130, (proc.returncode, err)
     assert err.decode().strip() == "Interrupted."
+
+
+def test_a_hangup_ignored_by_nohup_stays_ignored(tmp_path):
+    """`nohup doctor …` starts with SIGHUP ignored: the doctor keeps it so (SIGTERM still ends it, 143)."""
+    fifo = tmp_path / "a.json"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen([sys.executable, "-m", "doctor", "diff", str(fifo), str(fifo)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), cwd=tmp_path,
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN), start_new_session=True)
+    writer = os.open(fifo, os.O_WRONLY)  # returns once the doctor has opened A: it is running Python
+    try:
+        time.sleep(0.2)
+        os.kill(proc.pid, signal.SIGHUP)
+        time.sleep(0.3)
+        assert proc.poll() is None, proc.communicate()
+        os.kill(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(writer)
+    assert proc.returncode == 143 and err.decode().strip() == "Terminated (SIGTERM).", (proc.returncode, err)
