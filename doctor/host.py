@@ -308,6 +308,22 @@ class Host:
     def home(self) -> Path:
         return Path(self.env.get("HOME") or self.env.get("USERPROFILE") or "~")
 
+    def sudo_user(self) -> tuple[str, Path | None, Path | None] | None:
+        """(the user who ran `sudo`, that user's home, root's home) when this process runs as
+        root through sudo; None otherwise (homes None where the user database does not say)."""
+        user = self.env.get("SUDO_USER")
+        if not user or user == "root" or not hasattr(os, "geteuid") or os.geteuid() != 0:
+            return None
+        import pwd
+
+        def home_of(lookup, key) -> Path | None:
+            try:
+                return Path(lookup(key).pw_dir)
+            except (KeyError, OSError):
+                return None
+
+        return user, home_of(pwd.getpwnam, user), home_of(pwd.getpwuid, 0)
+
     def which(self, name: str) -> str | None:
         return shutil.which(name, path=self.env.get("PATH", ""))
 

@@ -107,6 +107,13 @@ def command(version, variant, abi, platform, debug, channel, url, archive, from_
         if not quiet:
             say(line)
 
+    on_behalf = host.sudo_user()
+    if on_behalf and not verify_tree:
+        from doctor.fetch.sudo import sudo_note
+
+        note = sudo_note(*on_behalf, plan.dest)
+        if note:
+            say(note)
     opts = FetchOptions(force=force, verify_tree=verify_tree, offline=offline, update_lock=update_lock,
                         keep_archive=keep_archive, retries=retries, backoff=backoff, timeout=timeout)
     outcome = fetch(host, plan, opts, log)
