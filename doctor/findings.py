@@ -76,6 +76,7 @@ FINDINGS: dict[str, str] = {
     "smoke.device-unavailable": 'the device kind was asked for by name and this torch cannot use it: the build has no MPS backend (any non-macOS wheel), or the machine is not …',
     "smoke.failed": 'torch imports and sees the device, but real work on it fails or gives wrong numbers',
     "smoke.passed": 'this is the verdict of a device that trains',
+    "system.sudo": "sudo runs the doctor as root with root's environment and home, so the report describes root's setup",
     "toolchain.compiler-missing": "libtorch programs, Hasktorch's C++ glue and tch-rs's `torch-sys` all compile C++",
     "version.mismatch": 'the binding or extension was built for another libtorch version than the one it found. tch-rs checks the version itself; a compiled extension …',
     "windows.crt-mismatch": "objects built against different MSVC runtimes (Debug vs Release, static vs DLL) linked together",

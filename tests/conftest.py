@@ -14,7 +14,8 @@ from testsupport.support import C10_SOURCE, torch_root
 # Variables that point a build (and the doctor) at a libtorch of this machine: a test must
 # never see the developer's own, nor write into their caches.
 LEAKY_PREFIXES = ("LIBTORCH",)
-LEAKY_NAMES = ("Torch_DIR", "CMAKE_PREFIX_PATH", "CONDA_PREFIX", "DOCTOR_LIBTORCH_MIRROR", "DOCTOR_DEBUG_CRASH")
+LEAKY_NAMES = ("Torch_DIR", "CMAKE_PREFIX_PATH", "CONDA_PREFIX", "DOCTOR_LIBTORCH_MIRROR", "DOCTOR_DEBUG_CRASH",
+               "SUDO_USER")  # `sudo scripts/test`: every check would note it runs through sudo
 
 
 def _isolate(mp: pytest.MonkeyPatch, base: Path) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from doctor.formats import human_bytes
-from doctor.model import Area, Finding, Level
+from doctor.model import Area, Evidence, Finding, Level
 from doctor.probe.python_torch import PythonTorch
 from doctor.probe.system import SystemFacts
 
@@ -35,6 +35,21 @@ def system_area(s: SystemFacts) -> Area:
                 fix="free some space, or set LIBTORCH_HOME to a larger disk",
                 area="system",
                 subject=s.cache_dir,
+            )
+        )
+    if s.sudo_user:
+        findings.append(
+            Finding(
+                "system.sudo",
+                Level.WARNING,
+                f"running as root through sudo: this is root's environment, not {s.sudo_user}'s",
+                detail="sudo resets the environment (PATH, LD_LIBRARY_PATH, LIBTORCH, CUDA_HOME, CONDA_PREFIX …) and "
+                f"HOME: what this report finds is what root's builds would find, while {s.sudo_user}'s builds see "
+                "their own variables, caches and Python.",
+                fix=f"run `doctor check` as {s.sudo_user}, without sudo (a system-wide install is found from there too)",
+                area="system",
+                evidence=[Evidence("env", "SUDO_USER", s.sudo_user)],
+                subject="sudo",
             )
         )
     return Area("system", "System", summary, details, findings)

@@ -31,6 +31,7 @@ class SystemFacts:
     cache_dir: str  # where libtorch would be cached (LIBTORCH_HOME)
     cache_free_bytes: int | None
     evidence: list[Evidence] = field(default_factory=list)
+    sudo_user: str | None = None  # SUDO_USER when running as root through sudo: this is root's environment
 
 
 @dataclass(frozen=True)
@@ -150,4 +151,5 @@ def detect_system(host: Host, ld_cache: dict[str, list[str]], cache_dir: str) ->
         cache_dir=cache_dir,
         cache_free_bytes=host.disk_free(cache_dir),
         evidence=evidence,
+        sudo_user=(host.sudo_user() or (None,))[0],
     )

@@ -107,3 +107,21 @@ def test_glibcxx_newer_than_the_system_has(tmp_path, abi_libs):
     assert any(n.startswith("GLIBCXX_3.4.") for n in needs)
     finding = next(f for a in build_areas(facts, host) for f in a.findings if f.id == "glibc.too-old")
     assert "GLIBCXX_3.4.9" in finding.title
+
+
+def test_a_check_run_through_sudo_says_it_describes_roots_environment(tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    host = Host.for_test(tmp_path, env={"SUDO_USER": "nobody"})
+    facts = gather_facts(host)
+    assert facts["system"].sudo_user == "nobody"
+    found = [f for a in build_areas(facts, host) for f in a.findings if f.id == "system.sudo"]
+    assert [(f.level.value, f.title, f.fix) for f in found] == [(
+        "warning", "running as root through sudo: this is root's environment, not nobody's",
+        "run `doctor check` as nobody, without sudo (a system-wide install is found from there too)")]
+    for env in ({}, {"SUDO_USER": "root"}):  # not through sudo; `sudo -s` from a root shell
+        plain = Host.for_test(tmp_path, env=env)
+        assert gather_facts(plain)["system"].sudo_user is None
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)  # `sudo -u alice`: not root
+    assert gather_facts(Host.for_test(tmp_path, env={"SUDO_USER": "nobody"}))["system"].sudo_user is None
