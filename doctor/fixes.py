@@ -141,6 +141,13 @@ def no_device() -> str:
             "(NVIDIA Container Toolkit); on a CPU-only machine use the CPU device")
 
 
+def gpu_device_access() -> str:
+    """This user may not open /dev/nvidia*: the group that owns them, or the container's policy."""
+    return ("ls -l /dev/nvidia* shows the group that may open them (often video): sudo usermod -aG <group> $USER, "
+            "then log in again; in a container: --group-add keep-groups (podman), or "
+            "setsebool -P container_use_devices 1 where SELinux denies it")
+
+
 def unhide_gpus() -> str:
     return "unset CUDA_VISIBLE_DEVICES (or list existing GPU indices, from 0)"
 

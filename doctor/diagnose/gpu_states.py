@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from doctor import fixes
 from doctor.catalog.cuda import MPS_MIN_MACOS
 
 NIXOS_LIB = "/run/opengl-driver/lib"
@@ -27,6 +28,11 @@ def nvidia_unreachable_why(nv: Any) -> str:
         return f"nvidia-smi: {nv.smi_message}"
     if state == "smi-no-devices":
         return "the driver is loaded but reports no GPU (nvidia-smi: No devices were found)"
+    if state == "no-permission":
+        nodes = ", ".join(nv.denied_nodes) or "/dev/nvidia*"
+        said = f" (nvidia-smi: {nv.smi_message})" if nv.smi_status == "no permission" else ""
+        return (f"this user may not open the GPU's device nodes {nodes}{said}: they belong to a group it is not in, or "
+                "a container's SELinux policy or rootless runtime keeps them closed; CUDA then reports no device")
     if state == "cuinit-failed":
         hint = _CUINIT_HINTS.get(nv.cuda_init or "", "")
         return f"cuInit failed: {nv.cuda_init}" + (f" — {hint}" if hint else "")
@@ -50,6 +56,8 @@ def nvidia_unreachable_why(nv: Any) -> str:
 def nvidia_unreachable_fix(nv: Any) -> str:
     if nv.unreachable == "smi-mismatch":
         return "reboot (or reload the nvidia kernel module) so the loaded driver matches the installed libraries"
+    if nv.unreachable == "no-permission":
+        return fixes.gpu_device_access()
     if nv.unreachable == "no-device-node":
         return "in Docker: docker run --gpus all … (NVIDIA Container Toolkit); on the host: load the driver (nvidia-smi should list the GPU)"
     if nv.unreachable == "no-driver-libraries":

@@ -444,9 +444,13 @@ def _no_device(match: Match, facts: MachineFacts) -> Advice:
         detail.append(f"CUDA_VISIBLE_DEVICES is set here to {visible!r}" +
                       (": that hides every GPU." if visible.strip() in ("", "-1", "none", "NoDevFiles") else "."))
         fix_lines.append(fixes.unhide_gpus())
-    if "NVIDIA-SMI" in text or "NVIDIA driver" in text:
-        detail.append("The driver itself does not answer (nvidia-smi fails or no driver is found).")
-    fix_lines.append(fixes.no_device())
+    if "Insufficient Permissions" in text:
+        detail.append("The driver answers, but not to this user: it may not open /dev/nvidia*.")
+        fix_lines.append(fixes.gpu_device_access())
+    else:
+        if "NVIDIA-SMI" in text or "NVIDIA driver" in text:
+            detail.append("The driver itself does not answer (nvidia-smi fails or no driver is found).")
+        fix_lines.append(fixes.no_device())
     return Advice("no usable NVIDIA GPU: driver not loaded, or the GPU is hidden", detail, "\n".join(fix_lines))
 
 

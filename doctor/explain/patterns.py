@@ -333,7 +333,8 @@ TABLE: tuple[Rule, ...] = (
     Rule(
         "cuda.no-device",
         "no usable NVIDIA GPU: the driver is not loaded or the GPU is hidden",
-        "No driver is loaded, the GPU was not passed into the container, or CUDA_VISIBLE_DEVICES hides it.",
+        "No driver is loaded, the GPU was not passed into the container, this user may not open /dev/nvidia* "
+        "(nvidia-smi: Insufficient Permissions), or CUDA_VISIBLE_DEVICES hides it.",
         "install/load the driver (nvidia-smi must work); docker run --gpus all; check CUDA_VISIBLE_DEVICES",
         (
             sign(r"no CUDA-capable device is detected", "CUDA-capable device",
@@ -348,6 +349,9 @@ TABLE: tuple[Rule, ...] = (
                  "Found no NVIDIA driver on your system. Please check that you",
                  "CudaWarning: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and "
                  "installed a driver from http://www.nvidia.com/Download/index.aspx"),
+            # NVIDIA/nvidia-container-toolkit#210 (rootless podman), #33 (SELinux), nvidia-docker#676
+            sign(r"Failed to initialize NVML: Insufficient Permissions", "Insufficient Permissions",
+                 "Failed to initialize NVML: Insufficient Permissions"),
             sign(r"could not select device driver \"[^\"]*\" with capabilities: \[\[gpu\]\]", "with capabilities: [[gpu]]",
                  basis="docker without the NVIDIA Container Toolkit: 'could not select device driver \"\" with capabilities: [[gpu]]'"),
         ),

@@ -10,6 +10,7 @@ library can hang or crash its caller, so it is never loaded into the doctor's ow
 from __future__ import annotations
 
 import json
+import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ UNREACHABLE_STATES: tuple[str, ...] = (
     "smi-no-driver",  # nvidia-smi: couldn't communicate with the NVIDIA driver
     "smi-mismatch",  # nvidia-smi: Driver/library version mismatch
     "smi-no-devices",  # nvidia-smi: No devices were found
+    "no-permission",  # this user may not open /dev/nvidia* (nvidia-smi: Insufficient Permissions)
     "cuinit-failed",  # cuInit returned an error (see cuda_init)
     "no-device-node",  # driver library here, no /dev/nvidiaN (container without --gpus)
     "no-driver-libraries",  # /dev/nvidiaN here, no libcuda.so.1 (libraries not mounted)
@@ -80,6 +82,7 @@ CUDA_ERRORS = {
 SMI_NO_DRIVER = "couldn't communicate with the NVIDIA driver"
 SMI_MISMATCH = "Driver/library version mismatch"
 SMI_NO_DEVICES = "No devices were found"
+SMI_NO_PERMISSION = "Insufficient Permissions"
 
 
 @dataclass
@@ -112,9 +115,10 @@ class NvidiaFacts:
     gpus: list[NvidiaGpu] = field(default_factory=list)
     pci_devices: list[str] = field(default_factory=list)
     device_nodes: list[str] = field(default_factory=list)  # /dev/nvidia0, /dev/nvidiactl, /dev/dxg
+    denied_nodes: list[str] = field(default_factory=list)  # of those, the ones this user may not open read-write
     libraries: list[str] = field(default_factory=list)  # driver libraries found (libcuda, NVML)
     nvidia_smi: str | None = None  # its path, when there is one
-    smi_status: str = "not run"  # "ok", "not run", "no driver", "driver/library mismatch", "no devices", "failed", "timed out"
+    smi_status: str = "not run"  # "ok", "not run", "no driver", "driver/library mismatch", "no devices", "no permission", "failed", "timed out"
     smi_message: str = ""
     cuda_init: str | None = None  # "CUDA_SUCCESS", "CUDA_ERROR_NO_DEVICE (100)", ... from the child
     visible_devices: str | None = None  # CUDA_VISIBLE_DEVICES, as set
@@ -460,6 +464,9 @@ def _read_files(host: Host, facts: NvidiaFacts, pci: list[PciDevice], ld_cache: 
     facts.device_nodes = [f"/dev/{n}" for n in host.listdir("/dev") if re.fullmatch(r"nvidia(\d+|ctl|-uvm)", n)]
     if facts.wsl and host.exists("/dev/dxg"):
         facts.device_nodes.append("/dev/dxg")
+    # CUDA opens them read-write; a user outside their group (mode 0660, NVreg_DeviceFileMode) or
+    # a container under SELinux gets "no CUDA-capable device" and nothing that says why.
+    facts.denied_nodes = [n for n in facts.device_nodes if n != "/dev/dxg" and not host.access(n, os.R_OK | os.W_OK)]
     if facts.device_nodes:
         facts.driver_signs.append(" ".join(facts.device_nodes))
         facts.present = True
@@ -536,6 +543,8 @@ def _take_smi(facts: NvidiaFacts, first: RunResult, fields: tuple[str, ...], ret
             facts.smi_status, facts.smi_message = "driver/library mismatch", _excerpt(said)
         elif SMI_NO_DEVICES in said:
             facts.smi_status, facts.smi_message = "no devices", _excerpt(said)
+        elif SMI_NO_PERMISSION in said:
+            facts.smi_status, facts.smi_message = "no permission", _excerpt(said)
         else:
             facts.smi_status, facts.smi_message = "failed", _excerpt(said)
             facts.problems.append(ProbeProblem("nvidia-smi", "the NVIDIA GPUs", f"exit {result.returncode}: {_excerpt(said, 200)}",
@@ -668,10 +677,13 @@ def _unreachable_state(host: Host, facts: NvidiaFacts) -> str:
         return "smi-mismatch"
     if facts.smi_status == "no devices":
         return "smi-no-devices"
-    if facts.cuda_init and facts.cuda_init != "CUDA_SUCCESS":
-        return "cuinit-failed"
     linux = host.system == "Linux" and not facts.wsl
     nodes = [n for n in facts.device_nodes if re.search(r"nvidia\d+$", n)]
+    if facts.smi_status == "no permission" or (linux and nodes and (
+            set(nodes) <= set(facts.denied_nodes) or "/dev/nvidiactl" in facts.denied_nodes)):
+        return "no-permission"
+    if facts.cuda_init and facts.cuda_init != "CUDA_SUCCESS":
+        return "cuinit-failed"
     if linux and facts.libraries and not nodes:
         return "no-device-node"
     if linux and nodes and not facts.libraries:

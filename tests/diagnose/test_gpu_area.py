@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from testsupport.gpu_fakes import PROC_OPEN, SMI_5090, SMI_H200, SMI_MIXED, SMI_NO_DRIVER, check_gpu, findings
+from testsupport.gpu_fakes import PROC_OPEN, SMI_5090, SMI_H200, SMI_MIXED, SMI_NO_DRIVER, FakeMachine, check_gpu, findings
+from testsupport.support import as_another_user, world_tmp_dir
 
 from doctor.check import gpu_report
 from doctor.diagnose.gpu import Platform, gpu_area, meets_cuda, meets_gpu
@@ -207,6 +208,34 @@ def test_meets_gpu_and_cuda_without_a_gpu(machine):
     check_gpu(machine, trees={"/opt/cpu": ("2.8.0", "cpu")})
     cpu = detect_libtorch(machine.host({"LIBTORCH": "/opt/cpu"}), None).active_install
     assert meets_cuda(gpu, cpu) == (False, "the build is cpu, not a CUDA build")
+
+
+def test_nvidia_smi_without_permission_names_the_device_nodes_and_the_group(machine):
+    """nvidia-smi's real words (NVIDIA/nvidia-container-toolkit#210, #33) and exit status 4."""
+    machine.nvidia_driver("570.124.06")
+    machine.command("nvidia-smi", default=("Failed to initialize NVML: Insufficient Permissions\n", 4))
+    gpu, area = check_gpu(machine, trees={"/srv/cuda": ("2.8.0", "cu128")})
+    assert (gpu.nvidia.smi_status, gpu.nvidia.unreachable) == ("no permission", "no-permission")
+    (f,) = findings(area, "cuda.no-device")
+    assert f.level.value == "error" and "this user may not open the GPU's device nodes /dev/nvidia*" in f.detail
+    assert "(nvidia-smi: Failed to initialize NVML: Insufficient Permissions)" in f.detail
+    assert f.fix.startswith("ls -l /dev/nvidia* shows the group") and "usermod -aG" in f.fix
+
+
+def test_device_nodes_this_user_may_not_open_are_named_without_nvidia_smi():
+    """A container with libcuda but no nvidia-smi, its /dev/nvidia* mode 0660 for another group:
+    the probe runs as another user (as root every node opens)."""
+    top = world_tmp_dir("nvidia-nodes-")
+    try:
+        fake = FakeMachine(top / "root")
+        fake.nvidia_driver("570.124.06")
+        fake.file("/usr/lib/x86_64-linux-gnu/libcuda.so.1")
+        for node in ("/dev/nvidia0", "/dev/nvidiactl"):
+            (fake.root / node.lstrip("/")).chmod(0o660)
+        facts = as_another_user(lambda: check_gpu(fake)[0].nvidia)
+    finally:
+        shutil.rmtree(top)
+    assert facts.denied_nodes == ["/dev/nvidia0", "/dev/nvidiactl"] and facts.unreachable == "no-permission"
 
 
 def test_driver_library_version_mismatch_says_reboot(machine):

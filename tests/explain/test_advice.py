@@ -13,6 +13,7 @@ import pytest
 
 import dataclasses
 
+from doctor import fixes
 from doctor.explain import MachineFacts
 from doctor.explain_machine import explain_on, machine_facts
 from doctor.host import Host
@@ -203,6 +204,13 @@ def test_no_cuda_backend_on_a_cuda_build_is_the_dropped_libtorch_cuda(tmp_path):
 def test_no_device_reports_cuda_visible_devices(tmp_path):
     f = one("RuntimeError: No CUDA GPUs are available", make_install(tmp_path, env={"CUDA_VISIBLE_DEVICES": ""}))
     assert "CUDA_VISIBLE_DEVICES is set here to ''" in f.detail and "hides every GPU" in f.detail
+
+
+def test_nvml_insufficient_permissions_is_about_the_device_nodes_not_the_driver(tmp_path):
+    """nvidia-smi's words in a rootless podman container (NVIDIA/nvidia-container-toolkit#210)."""
+    f = one("Failed to initialize NVML: Insufficient Permissions", make_install(tmp_path))
+    assert f.id == "cuda.no-device" and "it may not open /dev/nvidia*" in f.detail
+    assert f.fix == fixes.gpu_device_access() and "install/load the NVIDIA driver" not in f.fix
 
 
 def test_cxx_std_takes_the_higher_of_the_log_and_libtorch(tmp_path):
