@@ -159,21 +159,35 @@ def _end_on_termination() -> None:
     """SIGTERM (a cancelled CI job, `timeout`, `docker stop`, Slurm's time limit) and SIGHUP (the
     terminal closed) killed the process on the spot, leaving a fetch's half-written staging tree
     behind; they now end the run as Ctrl-C does (errors.Terminated). A signal the caller set to
-    be ignored (`nohup`) stays ignored; a second one while cleaning up is ignored too."""
+    be ignored (`nohup`, SIGINT in a background job) stays ignored; a second one while cleaning
+    up is ignored too. Each of these, Ctrl-C included, first kills the commands the doctor is
+    running: they sit in sessions of their own, and a probe thread would wait out its timeout."""
     import signal
 
     from doctor.errors import Terminated
 
     watched = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
 
-    def handler(signum: int, frame) -> None:
+    def kill_commands() -> None:
+        host = sys.modules.get("doctor.host")  # not imported yet: no command is running
+        if host is not None:
+            host.kill_running()
+
+    def terminate(signum: int, frame) -> None:
         for sig in watched:
             signal.signal(sig, signal.SIG_IGN)
+        kill_commands()
         raise Terminated(signum)
+
+    def interrupt(signum: int, frame) -> None:
+        kill_commands()
+        signal.default_int_handler(signum, frame)
 
     for sig in watched:
         if signal.getsignal(sig) is signal.SIG_DFL:
-            signal.signal(sig, handler)
+            signal.signal(sig, terminate)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, interrupt)
 
 
 # The text beyond ASCII the doctor prints, in ASCII, for a stream whose encoding lacks it (a

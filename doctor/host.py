@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_TIMEOUT = 5.0
+KILL_GRACE = 5.0  # seconds a killed command gets to die before it is left behind
 # What one command may print before the rest is dropped: real nvidia-smi/rocminfo/compiler
 # output is a few KiB; a looping tool must not fill the memory.
 OUTPUT_LIMIT = 1 << 20
@@ -398,6 +399,16 @@ class Host:
             )
         except (OSError, ValueError) as exc:
             return RunResult(argv, None, error=f"{argv[0]}: {getattr(exc, 'strerror', None) or exc}")
+        with _RUNNING_LOCK:
+            _RUNNING.add(proc)
+        try:
+            return self._collect(proc, argv, start, timeout, input, limit)
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.discard(proc)
+
+    def _collect(self, proc: subprocess.Popen, argv: tuple[str, ...], start: float, timeout: float,
+                 input: str | None, limit: int | None) -> RunResult:
         cap = self.output_limit if limit is None else limit
         readers = [_Capped(proc.stdout, cap), _Capped(proc.stderr, cap)]
         if input is not None:
@@ -405,17 +416,26 @@ class Host:
         # Wait on the pipes, not the process: end of output wakes a reader at once, while
         # Popen.wait(timeout) polls with sleeps of up to 50 ms (issue 19: a dozen commands).
         deadline = start + timeout
-        for r in readers:
-            r.join(timeout=max(0.0, deadline - time.monotonic()))
         timed_out = False
         try:
+            for r in readers:
+                r.join(timeout=max(0.0, deadline - time.monotonic()))
             proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_group(proc)
-            proc.wait()
+            try:
+                proc.wait(timeout=KILL_GRACE)
+            except subprocess.TimeoutExpired:  # SIGKILL pending in the kernel: nvidia-smi in D state on a
+                # GPU that fell off the bus. It dies when the kernel lets it go; the doctor does not wait.
+                return RunResult(argv, None, timed_out=True, seconds=time.monotonic() - start,
+                                 error=f"{argv[0]} timed out after {timeout:g} s and did not die when killed "
+                                 "(stuck in the kernel: a hung driver or file system)")
             for r in readers:  # the group is dead: the pipes close promptly
                 r.join(timeout=1.0)
+        except BaseException:  # Ctrl-C, SIGTERM in this thread: its own session would let it outlive us
+            _kill_group(proc)
+            raise
         out, err = (r.text() for r in readers)
         truncated = any(r.dropped for r in readers)
         if truncated:
@@ -511,6 +531,21 @@ def _feed(stdin, text: str) -> None:
         stdin.close()
     except OSError:  # the command exited without reading its input
         pass
+
+
+# The commands running now, in any thread: each has a session of its own, so a Ctrl-C or SIGTERM
+# that ends the doctor reaches none of them, and a probe thread would wait out its timeout.
+_RUNNING: set[subprocess.Popen] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+def kill_running() -> None:
+    """Kill every command the doctor runs now (cli, when a signal ends the run): their threads
+    then see the pipes close and finish at once."""
+    with _RUNNING_LOCK:
+        running = list(_RUNNING)
+    for proc in running:
+        _kill_group(proc)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -37,3 +37,23 @@ def test_a_command_whose_child_keeps_the_pipes_open_returns_after_its_timeout(tm
     run = _host(tmp_path, "/bin/sleep 20 &\necho parent done\nexit 0\n").run(["tool"], timeout=1)
     assert (run.returncode, run.stdout, run.timed_out) == (0, "parent done\n", False)
     assert time.monotonic() - start < 10
+
+
+def test_a_command_that_will_not_die_is_left_behind_not_waited_for(tmp_path, monkeypatch):
+    """A SIGKILL the kernel holds back (nvidia-smi in D state on a GPU that fell off the bus) is
+    what the doctor cannot fix: the kill is made to miss here, and the run must still return."""
+    import os
+    import signal
+
+    import doctor.host as host_module
+
+    monkeypatch.setattr(host_module, "_kill_group", lambda proc: None)
+    monkeypatch.setattr(host_module, "KILL_GRACE", 0.5)
+    pid_file = tmp_path / "pid"
+    start = time.monotonic()
+    run = _host(tmp_path, f"echo $$ > {pid_file}; exec /bin/sleep 60\n").run(["tool"], timeout=0.5)
+    try:
+        assert run.timed_out and run.returncode is None and "did not die when killed" in run.error
+        assert time.monotonic() - start < 10
+    finally:
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)

@@ -213,3 +213,44 @@ def test_a_hangup_ignored_by_nohup_stays_ignored(tmp_path):
     finally:
         os.close(writer)
     assert proc.returncode == 143 and err.decode().strip() == "Terminated (SIGTERM).", (proc.returncode, err)
+
+
+@pytest.mark.parametrize("sig, code, said", [(signal.SIGTERM, 143, "Terminated (SIGTERM)."),
+                                              (signal.SIGINT, 130, "Interrupted.")])
+def test_a_terminated_check_takes_its_hung_command_along(tmp_path, sig, code, said):
+    """The doctor runs each command in a session of its own (so a timeout kills the whole group);
+    ended by SIGTERM or Ctrl-C while one hangs, it must end at once and kill that group too, not
+    wait out the probe's timeout (120 s here) nor leave the command running."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    pid_file = tmp_path / "gxx.pid"
+    (fake / "g++").write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 300\n")
+    (fake / "g++").chmod(0o755)
+    env = _env(PATH=f"{fake}:{os.environ['PATH']}", DOCTOR_PROBE_TIMEOUT="120")
+    proc = subprocess.Popen([sys.executable, "-m", "doctor", "check"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env, cwd=tmp_path, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal gives it
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    hung = int(pid_file.read_text())
+    try:
+        os.kill(proc.pid, sig)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == code and err.decode().strip().endswith(said), err
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(hung, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the hung g++ outlived the doctor")
+    finally:  # a failure here leaves neither behind
+        for pid in (proc.pid, hung):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait()
