@@ -9,17 +9,26 @@ by doctors of either kind wait for each other), taken directly where the platfor
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 
-class Guard:
-    """A held lock; `release()` ends it (closing the file descriptor would too)."""
+# flock refused by the file system itself: NFS without a lock daemon ("No locks available"),
+# some FUSE and SMB mounts. HPC homes are often such mounts; refusing to install there would
+# leave those users without a fetch at all, so the install goes on unguarded (pipeline says so).
+NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP)}
 
-    def __init__(self, fd: int | None = None, other=None) -> None:
+
+class Guard:
+    """A held lock; `release()` ends it (closing the file descriptor would too). `Guard(held=False)`
+    stands for a lock the file system could not give (see `take`)."""
+
+    def __init__(self, fd: int | None = None, other=None, held: bool = True) -> None:
         self._fd = fd
         self._other = other
+        self.held = held
 
     def release(self) -> None:
         if self._fd is not None:
@@ -44,6 +53,11 @@ def take(path: Path, on_wait: Callable[[], None]) -> Guard:
         except BlockingIOError:
             on_wait()
             fcntl.flock(fd, fcntl.LOCK_EX)  # Ctrl-C interrupts the wait (KeyboardInterrupt)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in NO_LOCKS:
+            return Guard(held=False)
+        raise
     except BaseException:
         os.close(fd)
         raise

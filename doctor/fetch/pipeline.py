@@ -79,7 +79,7 @@ def fetch(host: Host, plan: Plan, opts: FetchOptions, log: Callable[[str], None]
         plan = replace(plan, lock_path=Path(host.real(plan.lock_path)))
     guard = _take_guard(dest, log)
     try:
-        if guard is not None:
+        if guard is not None and guard.held:  # leftovers seen while holding the lock are dead
             cleanup_leftovers(dest.parent, dest.name)
         outcome = _run(host, plan, opts, dest, guard is not None, log, progress_stream)
         outcome.seconds = time.monotonic() - started
@@ -108,6 +108,9 @@ def _take_guard(dest: Path, log):
         if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
             return None
         raise os_error(exc, "take the install lock", path) from exc
+    if not guard.held:
+        log(f"note: the file system holding {parent} gives no file locks (NFS without a lock daemon, some FUSE or "
+            f"SMB mounts): installing without the install lock, so run no other fetch into {dest} meanwhile")
     return guard
 
 

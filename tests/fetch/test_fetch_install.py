@@ -330,6 +330,28 @@ def test_interrupted_fetch_leaves_the_install_untouched_and_resumes(server, tmp_
     assert read_install_record(tmp_path / "dest")["sha256"] == hashlib.sha256(data).hexdigest()
 
 
+def test_a_file_system_without_locks_installs_unguarded_and_says_so(server, tmp_path, monkeypatch):
+    """flock on an NFS home without a lock daemon fails with ENOLCK ("No locks available"), on some
+    FUSE and SMB mounts with EOPNOTSUPP: the fetch goes on, says so, and leaves alone the staging
+    trees it cannot know to be dead."""
+    import errno
+    import fcntl
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    serve(server, tmp_path)
+    other = tmp_path / ".dest.staging-of-another-fetch"
+    other.mkdir()
+    r = cli(*args(server, tmp_path, "--no-lock"))
+    assert r.exit_code == 0, r.stderr
+    assert (f"note: the file system holding {tmp_path} gives no file locks (NFS without a lock daemon, some FUSE or "
+            f"SMB mounts): installing without the install lock, so run no other fetch into {tmp_path / 'dest'} "
+            "meanwhile") in r.stderr
+    assert read_install_record(tmp_path / "dest")["version"] == "2.13.0" and other.is_dir()
+
+
 def test_lock_recorded_from_an_existing_install_without_downloading(server, tmp_path):
     serve(server, tmp_path)
     assert cli(*args(server, tmp_path, "--no-lock")).exit_code == 0
