@@ -49,6 +49,7 @@ FINDINGS: dict[str, str] = {
     "fleet.differs": 'The nodes of one job do not run the same software: another torch, libtorch, ABI, variant, driver or GPUs on one node',
     "fleet.rank-missing": 'A rank of the job never reached the rendezvous store: its node was not started, its launcher failed before it, or it cannot reach …',
     "fleet.train-failed": 'Data-parallel training averages gradients across ranks with all_reduce; if that average is wrong or ranks drift apart, the job trains a different …',
+    "glibc.missing": 'every official libtorch and torch wheel is built for glibc; a musl system (Alpine) cannot load them',
     "glibc.too-old": 'libtorch was built against a newer C library or C++ runtime than the one loaded',
     "gloo.connection-refused": 'A rank dialled a peer that does not listen at that address: the peer advertised a loopback address because its host name resolves to 127.0.0.1, a …',
     "gpu.cpu-build": "the CPU flavour is what most scripts download by default (Hasktorch's `get-deps.sh` without `-a`, `pip install torch` from the CPU index)",

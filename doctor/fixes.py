@@ -141,6 +141,12 @@ def no_device() -> str:
             "(NVIDIA Container Toolkit); on a CPU-only machine use the CPU device")
 
 
+def glibc_system() -> str:
+    """libtorch on a musl system: there is no build for it."""
+    return ("use a glibc-based system or container image (Debian, Ubuntu, Fedora; for Python: python:3.x-slim, "
+            "not -alpine), or build libtorch from source against musl")
+
+
 def gpu_device_access() -> str:
     """This user may not open /dev/nvidia*: the group that owns them, or the container's policy."""
     return ("ls -l /dev/nvidia* shows the group that may open them (often video): sudo usermod -aG <group> $USER, "

@@ -309,6 +309,12 @@ class Host:
     def home(self) -> Path:
         return Path(self.env.get("HOME") or self.env.get("USERPROFILE") or "~")
 
+    def musl(self) -> bool:
+        """Linux with musl as its C library (Alpine, Void musl, Chimera): no glibc answered, and
+        musl's dynamic loader /lib/ld-musl-<arch>.so.1 is there."""
+        return (self.system == "Linux" and self.glibc is None
+                and any(n.startswith("ld-musl-") for n in self.listdir("/lib")))
+
     def sudo_user(self) -> tuple[str, Path | None, Path | None] | None:
         """(the user who ran `sudo`, that user's home, root's home) when this process runs as
         root through sudo; None otherwise (homes None where the user database does not say)."""

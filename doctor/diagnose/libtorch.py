@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import PurePath
 
-from doctor.diagnose.common import newest, not_a_directory
 from doctor import fixes
+from doctor.diagnose.common import newest, not_a_directory
 from doctor.fixes import FETCH
 from doctor.formats import symbol_version_key as version_key
 from doctor.model import Area, Evidence, Finding, Level
@@ -196,6 +196,21 @@ def _arch(name: str) -> str:
 
 def _glibc(c: LibtorchInstall, system: SystemFacts) -> list[Finding]:
     out = []
+    if system.libc == "musl":
+        needs = sorted({n for names in c.glibc_needs.values() for n in names if n.startswith("GLIBC_")}, key=version_key)
+        if needs:
+            return [Finding(
+                "glibc.missing",
+                Level.ERROR,
+                f"libtorch needs glibc ({needs[-1]}), and this system's C library is musl",
+                detail=f"{c.lib_dir}/libc10.so is built for glibc, as every official libtorch and torch wheel is; "
+                "musl (Alpine and other musl distributions) cannot load it: programs fail with 'Error relocating' or "
+                "'libc.so.6: cannot open shared object file'.",
+                fix=fixes.glibc_system(),
+                area="libtorch",
+                evidence=[e for e in c.evidence if e.kind == "elf"][:1],
+                subject=f"{c.root}:libc",
+            )]
     have = {"GLIBC": f"GLIBC_{system.glibc}" if system.glibc else None, "GLIBCXX": system.glibcxx_max, "CXXABI": system.cxxabi_max}
     for lib, names in c.glibc_needs.items():
         for prefix in ("GLIBC", "GLIBCXX", "CXXABI"):

@@ -13,6 +13,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from doctor import fixes
 from doctor.catalog import releases
 from doctor.errors import UsageError
 from doctor.fetch.names import redact_url, safe_component
@@ -123,6 +124,9 @@ def resolve_plan(host: Host, req: FetchRequest, gpu_facts: Callable[[], Any] | N
     if req.debug and req.from_wheel:
         raise UsageError("--debug builds come only as Windows zips, not wheels")
 
+    if not req.platform and host.musl():
+        raise UsageError("this machine's C library is musl: libtorch is built for glibc only, and no official build "
+                         "runs here", f"{fixes.glibc_system()}; or give --platform to fetch for another machine")
     platform = req.platform or releases.host_platform(host.system, host.machine)
     if platform is None:
         raise UsageError(f"libtorch has no build for this machine ({host.system} {host.machine})",

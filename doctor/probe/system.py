@@ -32,6 +32,7 @@ class SystemFacts:
     cache_free_bytes: int | None
     evidence: list[Evidence] = field(default_factory=list)
     sudo_user: str | None = None  # SUDO_USER when running as root through sudo: this is root's environment
+    libc: str | None = None  # "glibc", "musl" (Linux); None elsewhere or when neither answered
 
 
 @dataclass(frozen=True)
@@ -152,4 +153,5 @@ def detect_system(host: Host, ld_cache: dict[str, list[str]], cache_dir: str) ->
         cache_free_bytes=host.disk_free(cache_dir),
         evidence=evidence,
         sudo_user=(host.sudo_user() or (None,))[0],
+        libc="glibc" if host.glibc else "musl" if host.musl() else None,
     )

@@ -139,3 +139,15 @@ def test_unlisted_version(tmp_path):
         resolve_plan(Host.for_test(tmp_path), FetchRequest(version="2.14.0", variant="cpu"))
     plan = resolve_plan(Host.for_test(tmp_path), FetchRequest(version="2.14.0", variant="cpu", unlisted=True))
     assert plan.file_name == "libtorch-shared-with-deps-2.14.0+cpu.zip" and not plan.listed
+
+
+def test_a_musl_machine_gets_no_plan_of_its_own(tmp_path):
+    """No libtorch runs on musl (Alpine): refused, unless --platform names the machine it is for."""
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib/ld-musl-x86_64.so.1").write_bytes(b"")
+    host = host_with_torch(tmp_path, None, glibc=None)
+    with pytest.raises(UsageError, match="this machine's C library is musl: libtorch is built for glibc only") as err:
+        resolve_plan(host, FetchRequest(variant="cpu"))
+    assert "python:3.x-slim" in err.value.hint and "--platform" in err.value.hint
+    plan = resolve_plan(host, FetchRequest(variant="cpu", platform="linux-x86_64"))
+    assert plan.platform == "linux-x86_64"

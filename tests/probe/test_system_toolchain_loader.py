@@ -125,3 +125,21 @@ def test_a_check_run_through_sudo_says_it_describes_roots_environment(tmp_path, 
         assert gather_facts(plain)["system"].sudo_user is None
     monkeypatch.setattr(os, "geteuid", lambda: 1000)  # `sudo -u alice`: not root
     assert gather_facts(Host.for_test(tmp_path, env={"SUDO_USER": "nobody"}))["system"].sudo_user is None
+
+
+def test_a_musl_system_is_told_that_libtorch_needs_glibc(tmp_path):
+    """Alpine: no glibc answers, musl's loader is in /lib; the tree is the real wheel's libc10
+    (it asks for GLIBC_2.x)."""
+    from testsupport.support import torch_root
+
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib/ld-musl-x86_64.so.1").write_bytes(b"")
+    make_tree(tmp_path / "opt/libtorch", "2.13.0", "cpu", cxx_standard=20, libc10=torch_root() / "lib/libc10.so")
+    host = Host.for_test(tmp_path, env={"LIBTORCH": "/opt/libtorch"}, glibc=None)
+    facts = gather_facts(host)
+    assert facts["system"].libc == "musl"
+    found = [f for a in build_areas(facts, host) for f in a.findings if f.id.startswith("glibc.")]
+    assert [f.id for f in found] == ["glibc.missing"]
+    assert found[0].title.startswith("libtorch needs glibc (GLIBC_2.") and "python:3.x-slim" in found[0].fix
+    glibc_host = Host.for_test(tmp_path, env={"LIBTORCH": "/opt/libtorch"})  # glibc 2.36 answers: not musl
+    assert gather_facts(glibc_host)["system"].libc == "glibc"
