@@ -151,6 +151,26 @@ TABLE: tuple[Rule, ...] = (
         explains=("abi.mismatch", "loader.library-not-found"),
     ),
     Rule(
+        "glibc.missing",
+        "libtorch is built for glibc, and this system's C library is musl",
+        "Every official libtorch and torch wheel is built for glibc; musl's loader (Alpine and other musl "
+        "systems) finds no ld-linux-*.so.2 and none of glibc's own functions, so nothing of torch loads.",
+        fixes.glibc_system(),
+        (
+            # musl's dynamic loader words (ldso/dynlink.c): a glibc program names ld-linux as needed
+            sign(r"Error loading shared library ld-linux-[\w-]+\.so\.\d: No such file or directory",
+                 "Error loading shared library ld-linux",
+                 "ImportError: Error loading shared library ld-linux-x86-64.so.2: No such file or directory (needed by /usr/",
+                 "! /usr/lib/R/library/torch/lib/liblantern.so - Error loading shared library ld-linux-x86-64.so.2: No such "
+                 "file or directory (needed by /usr/lib/R/library/torch/lib/liblantern.so) "),
+            sign(r"Error relocating (?P<by>\S+?): (?P<symbol>[^\s:]+)", "Error relocating",
+                 "OSError: Error relocating /usr/local/lib/python3.9/site-packages/torch/lib/libgomp-a34b3233.so.1: "
+                 "pthread_attr_setaffinity_np: symbol not found",
+                 "ImportError: Error relocating /usr/lib/python3.5/site-packages/torch/lib/libcudnn.so.6: __strtod_internal:"),
+        ),
+        explains=("link.library-missing", "loader.library-not-found", "glibc.too-old"),
+    ),
+    Rule(
         "macos.duplicate-rpath",
         "a binary carries the same LC_RPATH twice, which dyld rejects",
         "Two build layers each add the same -rpath (for example cabal's extra-lib-dirs and an -optl "
