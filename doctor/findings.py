@@ -61,6 +61,7 @@ FINDINGS: dict[str, str] = {
     "link.as-needed": 'the program uses no symbol of `libtorch_cuda` directly, so a linker running with `--as-needed` (the default on Ubuntu and in many toolchains, …',
     "link.library-missing": "the linker was not given libtorch's library directory (`<root>/lib`)",
     "loader.library-not-found": 'the program was built, but at run time the dynamic loader searches only RPATH/RUNPATH, `LD_LIBRARY_PATH` (`DYLD_LIBRARY_PATH` on macOS, `PATH` on …',
+    "loader.preload": 'every library in `LD_PRELOAD` is loaded into every program before anything else',
     "macos.duplicate-rpath": 'two build layers each add the same `-rpath` — e.g',
     "macos.min-version": "a library needs a newer macOS than the program targets or the machine runs",
     "memory.oom": "the work does not fit: batch or input too large, other processes on the GPU, or fragmentation of PyTorch's caching allocator",

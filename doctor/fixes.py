@@ -141,6 +141,11 @@ def no_device() -> str:
             "(NVIDIA Container Toolkit); on a CPU-only machine use the CPU device")
 
 
+def preload_without() -> str:
+    """LD_PRELOAD holding what a libtorch program should not get."""
+    return "unset LD_PRELOAD, or set it to the libraries you mean to preload, each an existing absolute path"
+
+
 def glibc_system() -> str:
     """libtorch on a musl system: there is no build for it."""
     return ("use a glibc-based system or container image (Debian, Ubuntu, Fedora; for Python: python:3.x-slim, "

@@ -15,7 +15,8 @@ from testsupport.support import C10_SOURCE, torch_root
 # never see the developer's own, nor write into their caches.
 LEAKY_PREFIXES = ("LIBTORCH",)
 LEAKY_NAMES = ("Torch_DIR", "CMAKE_PREFIX_PATH", "CONDA_PREFIX", "DOCTOR_LIBTORCH_MIRROR", "DOCTOR_DEBUG_CRASH",
-               "SUDO_USER")  # `sudo scripts/test`: every check would note it runs through sudo
+               "SUDO_USER",  # `sudo scripts/test`: every check would note it runs through sudo
+               "LD_PRELOAD")  # a developer's jemalloc: every check would judge it
 
 
 def _isolate(mp: pytest.MonkeyPatch, base: Path) -> None:

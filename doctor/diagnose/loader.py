@@ -2,24 +2,61 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import PurePath
+
 from doctor import fixes
 from doctor.model import Area, Evidence, Finding, Level
 from doctor.probe.loader import LoaderFacts
 
 
+# Libraries whose preloaded copy replaces libtorch's own, or the runtime it was built against.
+_TORCH_FAMILY = re.compile(r"lib(?:c10|torch|shm|caffe2)\w*\.so")
+_RUNTIMES = re.compile(r"lib(?:stdc\+\+|gomp|iomp5|omp)\w*\.so")
+
+
+def _preload_findings(l: LoaderFacts) -> tuple[list[str], list[Finding]]:
+    """LD_PRELOAD: a missing entry makes ld.so complain in every program; a libtorch library
+    preloaded wins over the tree's own; a C++ or OpenMP runtime preloaded is said in the details."""
+    details = [f"LD_PRELOAD {r.name}" + (": not found" if r.path is None else f" → {r.path}" if r.path != r.name else "")
+               for r in l.preload]
+    findings = []
+    missing = [r.name for r in l.preload if r.path is None]
+    evidence = [Evidence("env", "LD_PRELOAD", " ".join(r.name for r in l.preload))]
+    if missing:
+        findings.append(Finding(
+            "loader.preload", Level.WARNING, f"LD_PRELOAD names libraries the loader cannot find: {', '.join(missing)}",
+            detail="ld.so skips them, printing \"object … from LD_PRELOAD cannot be preloaded\" in every program it "
+            "starts; what they were meant to change (an allocator, an OpenMP runtime) does not happen.",
+            fix=fixes.preload_without(), area="loader", evidence=evidence, subject="LD_PRELOAD"))
+    torchy = [r.path for r in l.preload if r.path and _TORCH_FAMILY.search(PurePath(r.path).name)]
+    if torchy:
+        findings.append(Finding(
+            "loader.preload", Level.WARNING, f"LD_PRELOAD loads libtorch libraries into every program: {', '.join(torchy)}",
+            detail="A preloaded library comes before every other: a program built against another libtorch tree gets "
+            "these instead of its own, and mixes two releases.",
+            fix=fixes.preload_without(), area="loader", evidence=evidence, subject="LD_PRELOAD"))
+    runtimes = [r.path for r in l.preload if r.path and _RUNTIMES.search(PurePath(r.path).name)]
+    if runtimes:
+        details.append(f"LD_PRELOAD puts {', '.join(runtimes)} before libtorch's own C++/OpenMP runtime: an older "
+                       "libstdc++ there fails with \"GLIBCXX_… not found\", a second OpenMP runtime with OMP Error #15")
+    return details, findings
+
+
 def loader_area(l: LoaderFacts) -> Area:
+    preload_details, preload_findings = _preload_findings(l)
     if l.lib_dir is None:
-        return Area("loader", "Loader", "no active libtorch to check")
+        return Area("loader", "Loader", "no active libtorch to check", preload_details, preload_findings)
     if l.foreign:
         name = {"Darwin": "macOS", "Windows": "Windows"}.get(l.foreign, l.foreign)
         return Area("loader", "Loader", f"a {name} tree: its loader is simulated in the Platform area")
-    details = []
+    details = list(preload_details)
     for view in l.libraries:
         r = view.for_programs
         details.append(f"{view.library}: {'via ' + r.via + ' → ' + r.path if r.path else 'not found by the loader'}")
         for n in view.needed:
             details.append(f"    needs {n.name}: {n.via + ' → ' + n.path if n.path else 'NOT FOUND'}")
-    findings = []
+    findings = list(preload_findings)
     missing = [v.library for v in l.libraries if v.for_programs.path is None]
     if missing:
         findings.append(

@@ -3,6 +3,7 @@ and do their own NEEDED entries resolve (RUNPATH/RPATH, LD_LIBRARY_PATH, ld.so.c
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
@@ -46,6 +47,7 @@ class LoaderFacts:
     denied: list[str] = field(default_factory=list)  # of those, the ones this user may not read ("libtorch_cpu.so")
     evidence: list[Evidence] = field(default_factory=list)
     foreign: str | None = None  # "Darwin" / "Windows": a macOS or Windows tree, simulated in probe/platform_tree.py
+    preload: list[Resolution] = field(default_factory=list)  # LD_PRELOAD's entries, where ld.so finds each (path None: nowhere)
 
 
 class LoaderCache(dict):
@@ -130,10 +132,13 @@ def detect_loader(host: Host, lib_dir: str | None, ld_cache: dict[str, list[str]
     if lib_dir is not None and tree_system(host, lib_dir) in ("Darwin", "Windows"):
         facts.foreign = tree_system(host, lib_dir)
         return facts
-    if lib_dir is None or host.system != "Linux":
+    if host.system != "Linux":
         return facts
     defaults = default_dirs(host)
     ld_cache = ld_cache if isinstance(ld_cache, LoaderCache) else LoaderCache(ld_cache)
+    facts.preload = _preloaded(host, search, ld_cache, defaults)
+    if lib_dir is None:
+        return facts
     for name in MAIN_LIBRARIES:
         path = PurePath(lib_dir) / name
         if not host.exists(path):
@@ -176,6 +181,22 @@ def resolve_needed(host: Host, path: PurePath, ld_cache: dict[str, list[str]], p
     defaults = default_dirs(host)
     wanted = [n for n in elf.needed if n.startswith(prefixes)]
     return [_resolve(host, n, rpath if not runpath else [], runpath, search, ld_cache, defaults) for n in wanted], elf
+
+
+MAX_PRELOAD = 64
+
+
+def _preloaded(host: Host, search: list[str], ld_cache, defaults: list[str]) -> list[Resolution]:
+    """LD_PRELOAD as ld.so reads it (entries split at spaces and colons): a path is taken as it
+    is, a bare name is searched as a NEEDED library is."""
+    value = host.env.get("LD_PRELOAD", "")
+    out = []
+    for entry in [e for e in re.split(r"[ :]", value) if e][:MAX_PRELOAD]:
+        if "/" in entry:
+            out.append(Resolution(entry, entry if host.is_file(entry) else None, "LD_PRELOAD"))
+        else:
+            out.append(_resolve(host, entry, [], [], search, ld_cache, defaults))
+    return out
 
 
 def _resolve(host, name, rpath, runpath, search, ld_cache, defaults) -> Resolution:

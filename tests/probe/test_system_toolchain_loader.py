@@ -143,3 +143,31 @@ def test_a_musl_system_is_told_that_libtorch_needs_glibc(tmp_path):
     assert found[0].title.startswith("libtorch needs glibc (GLIBC_2.") and "python:3.x-slim" in found[0].fix
     glibc_host = Host.for_test(tmp_path, env={"LIBTORCH": "/opt/libtorch"})  # glibc 2.36 answers: not musl
     assert gather_facts(glibc_host)["system"].libc == "glibc"
+
+
+def test_ld_preload_is_read_as_the_loader_reads_it(tmp_path, abi_libs):
+    """Spaces and colons both separate; a path is taken as it is, a bare name searched like a
+    NEEDED library (here in LD_LIBRARY_PATH); the verdicts: missing ones, a libtorch library,
+    a C++ runtime (details only)."""
+    from doctor.diagnose.loader import loader_area
+
+    make_tree(tmp_path / "opt/libtorch", "2.13.0", "cpu", libc10=abi_libs["cxx11"])
+    (tmp_path / "opt/alloc").mkdir()
+    (tmp_path / "opt/alloc/libjemalloc.so.2").write_bytes(b"")
+    (tmp_path / "opt/gcc/lib").mkdir(parents=True)
+    (tmp_path / "opt/gcc/lib/libstdc++.so.6").write_bytes(b"")
+    preload = "libjemalloc.so.2 /opt/gone/libtcmalloc.so:/opt/libtorch/lib/libc10.so  /opt/gcc/lib/libstdc++.so.6"
+    host = Host.for_test(tmp_path, env={"LD_PRELOAD": preload, "LD_LIBRARY_PATH": "/opt/alloc"})
+    loader = detect_loader(host, None, {})
+    assert [(r.name, r.path, r.via) for r in loader.preload] == [
+        ("libjemalloc.so.2", "/opt/alloc/libjemalloc.so.2", "LD_LIBRARY_PATH"),
+        ("/opt/gone/libtcmalloc.so", None, "LD_PRELOAD"),
+        ("/opt/libtorch/lib/libc10.so", "/opt/libtorch/lib/libc10.so", "LD_PRELOAD"),
+        ("/opt/gcc/lib/libstdc++.so.6", "/opt/gcc/lib/libstdc++.so.6", "LD_PRELOAD")]
+    area = loader_area(loader)  # no active libtorch: the preload verdicts still stand
+    assert [f.title for f in area.findings] == [
+        "LD_PRELOAD names libraries the loader cannot find: /opt/gone/libtcmalloc.so",
+        "LD_PRELOAD loads libtorch libraries into every program: /opt/libtorch/lib/libc10.so"]
+    assert {f.id for f in area.findings} == {"loader.preload"}
+    assert any("LD_PRELOAD puts /opt/gcc/lib/libstdc++.so.6 before libtorch's own" in d for d in area.details)
+    assert detect_loader(Host.for_test(tmp_path), None, {}).preload == []
