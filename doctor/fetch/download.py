@@ -286,6 +286,11 @@ def _check_status(resp, at: _Attempt, st: _State) -> str:
         reason = "".join(c for c in (resp.reason or "")[:80] if c.isprintable())
         raise DoctorError(f"HTTP {status} {reason} from {where}".replace("  ", " "),
                           "check the URL, or the mirror's access rules", error_id="fetch.http-error")
+    ctype = (resp.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+    if ctype in ("text/html", "application/xhtml+xml"):  # a proxy's login page, a portal, an error page
+        raise DoctorError(f"{where} answered with a web page (Content-Type {ctype}), not a zip archive",
+                          "a proxy or captive portal may be intercepting downloads (log in to it, or set "
+                          "HTTPS_PROXY); else check --url or --mirror", error_id="fetch.not-an-archive")
     if status == 206 and st.offset:
         m = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
         if not m or int(m.group(1)) != st.offset:

@@ -60,6 +60,22 @@ class UnsafeArchive(BadArchive):
                          "the archive is damaged or malicious; nothing was written")
 
 
+def _text_answer(path) -> str | None:
+    """What the file is when it starts as a web page or an XML document: `wget` of a URL behind a
+    proxy keeps the login page under the zip's name (an S3 mirror's denial is XML), and unzip then
+    speaks only of a missing central directory."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(512).lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    except OSError:
+        return None
+    if head.startswith((b"<!doctype html", b"<html", b"<head")) or (head.startswith(b"<") and b"<html" in head):
+        return "a web page (HTML)"
+    if head.startswith(b"<?xml"):
+        return "an XML document (a server's error answer)"
+    return None
+
+
 @dataclass
 class Entry:
     path: tuple[bytes, ...]  # inside the tree, after stripping the top folder
@@ -360,6 +376,11 @@ def extract_zip(
     try:
         zf = zipfile.ZipFile(zip_path)
     except (zipfile.BadZipFile, OSError) as exc:
+        text = _text_answer(zip_path)
+        if text:
+            raise BadArchive(f"{Path(zip_path).name} is {text}, not a zip archive",
+                             "a proxy's login page or a server's error answer was saved in its place; fetch the "
+                             "archive again (a browser or `head` shows what it says)") from exc
         raise BadArchive(f"{Path(zip_path).name} is not a readable zip archive: {exc}",
                           "the download may be truncated or not a libtorch zip") from exc
     with zf:

@@ -209,6 +209,29 @@ def test_verify_names_the_file_this_user_may_not_read(server, tmp_path):
     assert f"hint: no permission to read {header}: fix its permissions" in err and "--dest" not in err.split("hint:")[1]
 
 
+PORTAL = (b"<!DOCTYPE html>\n<html><head><title>Network login</title></head>"
+          b"<body>Sign in to continue to the internet.</body></html>\n")
+
+
+def test_a_proxy_login_page_in_place_of_the_zip_is_named_as_such(server, tmp_path):
+    """A captive portal or corporate proxy answers 200 with its login page: said before any byte is
+    kept; and the same page saved by `wget` and given as --archive is named for what it is."""
+    serve(server, tmp_path)
+    server.script(NAME, [("page", PORTAL)])
+    r = cli(*args(server, tmp_path, "--no-lock"))
+    assert r.exit_code == 1
+    assert (f"error: {server.url(NAME).replace('+', '%2B')} answered with a web page (Content-Type text/html), "
+            "not a zip archive") in r.stderr and "captive portal" in r.stderr
+    assert not (tmp_path / "dest").exists() and not list(tmp_path.glob(".dest.*.part*"))
+    saved = tmp_path / "libtorch.zip"
+    saved.write_bytes(PORTAL)
+    sha = __import__("hashlib").sha256(PORTAL).hexdigest()
+    r = cli("--archive", str(saved), "--sha256", sha, "--version", "2.13.0", "--variant", "cpu",
+            "--dest", str(tmp_path / "dest"), "--no-lock")
+    assert r.exit_code == 1 and "error: libtorch.zip is a web page (HTML), not a zip archive" in r.stderr, r.stderr
+    assert not (tmp_path / "dest").exists()
+
+
 def test_refuses_to_replace_a_directory_that_is_not_libtorch(server, tmp_path):
     serve(server, tmp_path)
     (tmp_path / "dest").mkdir()

@@ -108,7 +108,8 @@ class Server:
     requests of that path: an int status (503, 404), ("drop", n) to send the headers of the
     full answer then only n bytes and hang up, ("norange",) to ignore Range, ("slow", secs) to
     spread the body over secs, ("redirect", url), ("cut", n) to stop at byte n of the file
-    whatever range was asked (a body truncated at the source). Every request is logged in `requests`."""
+    whatever range was asked (a body truncated at the source), ("page", html) to answer 200 with
+    that text/html body instead (a proxy's login page). Every request is logged in `requests`."""
 
     def __init__(self) -> None:
         self.files: dict[str, bytes] = {}
@@ -171,6 +172,13 @@ class Server:
             h.send_response(step)
             h.send_header("Content-Length", "0")
             h.end_headers()
+            return
+        if isinstance(step, tuple) and step[0] == "page":
+            h.send_response(200)
+            h.send_header("Content-Type", "text/html; charset=utf-8")
+            h.send_header("Content-Length", str(len(step[1])))
+            h.end_headers()
+            h.wfile.write(step[1])
             return
         if isinstance(step, tuple) and step[0] == "redirect":
             h.send_response(302)
