@@ -216,7 +216,9 @@ def _get(session, at: _Attempt, headers: dict):
             resp = session.get(url, headers=headers, stream=True, timeout=at.timeout, allow_redirects=False)
         except requests.exceptions.SSLError as exc:
             raise DoctorError(f"TLS error talking to {_host(url)}: {_short(exc)}",
-                              "check the system's CA certificates or a proxy intercepting HTTPS", error_id="fetch.tls-error") from exc
+                              "a proxy that intercepts HTTPS needs its CA trusted: export REQUESTS_CA_BUNDLE=/path/to/its-ca.pem "
+                              "(the doctor downloads with requests); else check the system's CA certificates and clock",
+                              error_id="fetch.tls-error") from exc
         except requests.exceptions.InvalidURL as exc:
             raise DoctorError(f"invalid URL {redact_url(url)!r}: {_short(exc)}", error_id="fetch.bad-url") from exc
         except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:

@@ -232,6 +232,25 @@ def test_a_proxy_login_page_in_place_of_the_zip_is_named_as_such(server, tmp_pat
     assert not (tmp_path / "dest").exists()
 
 
+def test_a_proxy_intercepting_https_is_a_tls_error_whose_hint_works(tmp_path):
+    """A server presenting a CA the system does not trust (a proxy that intercepts HTTPS): exit 1
+    naming TLS and the variable to set; with REQUESTS_CA_BUNDLE naming that CA, the fetch works."""
+    from testsupport.fetch_helpers import TLS, Server
+
+    https = Server(tls=True)
+    try:
+        serve(https, tmp_path)
+        r = cli(*args(https, tmp_path, "--no-lock"))
+        assert r.exit_code == 1 and "error: TLS error talking to 127.0.0.1" in r.stderr, r.stderr
+        assert "export REQUESTS_CA_BUNDLE=/path/to/its-ca.pem" in r.stderr
+        assert not (tmp_path / "dest").exists()
+        r = cli(*args(https, tmp_path, "--no-lock"), env={"REQUESTS_CA_BUNDLE": str(TLS / "proxy-ca.pem")})
+        assert r.exit_code == 0, r.stderr
+        assert read_install_record(tmp_path / "dest")["version"] == "2.13.0"
+    finally:
+        https.close()
+
+
 def test_refuses_to_replace_a_directory_that_is_not_libtorch(server, tmp_path):
     serve(server, tmp_path)
     (tmp_path / "dest").mkdir()

@@ -102,6 +102,8 @@ def nix_hash_sri(path: Path) -> str:
 
 # -- a local HTTP server with scripted faults --
 
+TLS = Path(__file__).resolve().parents[1] / "fixtures" / "tls"
+
 
 class Server:
     """Serves `files` (path → bytes). `script(path, [...])` queues behaviours for the next
@@ -111,7 +113,8 @@ class Server:
     whatever range was asked (a body truncated at the source), ("page", html) to answer 200 with
     that text/html body instead (a proxy's login page). Every request is logged in `requests`."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: bool = False) -> None:
+        self.tls = tls
         self.files: dict[str, bytes] = {}
         self.scripts: dict[str, list] = {}
         self.requests: list[tuple[str, str | None]] = []
@@ -134,13 +137,19 @@ class Server:
                     self.close_connection = True
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if tls:  # HTTPS with the test CA of tests/fixtures/tls (what a proxy intercepting HTTPS presents)
+            import ssl
+
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(TLS / "proxy-ca.pem", TLS / "proxy-ca.key")
+            self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self.thread.start()
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.httpd.server_address[1]}"
 
     def url(self, path: str) -> str:
         return self.base + path
