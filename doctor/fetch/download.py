@@ -221,6 +221,10 @@ def _get(session, at: _Attempt, headers: dict):
                               error_id="fetch.tls-error") from exc
         except requests.exceptions.InvalidURL as exc:
             raise DoctorError(f"invalid URL {redact_url(url)!r}: {_short(exc)}", error_id="fetch.bad-url") from exc
+        except requests.exceptions.ProxyError as exc:  # a setting, not a flaky network: retrying will not help
+            raise DoctorError(f"cannot reach the proxy {_proxy_for(url)} that the environment sets for {_host(url)}",
+                              "check HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and NO_PROXY (unset them where there is no proxy)",
+                              error_id="fetch.proxy-error") from exc
         except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
             raise _Retry(f"connection failed: {_short(exc)}") from exc
         if not resp.is_redirect:
@@ -447,6 +451,14 @@ def _host(url: str) -> str:
 
 
 _SECRET_BITS = re.compile(r"\?[^\s'\")]*|(?<=//)[^/@\s'\"]+@")
+
+
+def _proxy_for(url: str) -> str:
+    """The proxy requests takes from the environment for `url` (NO_PROXY honoured), credentials redacted."""
+    from requests.utils import get_environ_proxies, select_proxy
+
+    proxy = select_proxy(url, get_environ_proxies(url))
+    return redact_url(proxy) if proxy else "(unknown)"
 
 
 def _short(exc: BaseException) -> str:

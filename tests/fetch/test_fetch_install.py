@@ -251,6 +251,24 @@ def test_a_proxy_intercepting_https_is_a_tls_error_whose_hint_works(tmp_path):
         https.close()
 
 
+def test_an_unreachable_proxy_is_named_with_its_variables_not_retried(tmp_path):
+    """HTTP_PROXY naming a port nobody listens on: one clear error naming the proxy (its password
+    redacted) and the variables, at once, instead of retries ending in requests' own text."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again when this block ends: nobody listens there
+    proxy = f"http://user:secret@127.0.0.1:{port}"
+    env = {"HTTP_PROXY": proxy, "http_proxy": proxy, "NO_PROXY": "", "no_proxy": "", "ALL_PROXY": None, "all_proxy": None}
+    r = cli("--mirror", "http://libtorch.example.invalid", "--allow-http", "--version", "2.13.0", "--variant", "cpu",
+            "--dest", str(tmp_path / "dest"), "--no-lock", "--backoff", "0.01", env=env)
+    assert r.exit_code == 1
+    assert (f"error: cannot reach the proxy http://***@127.0.0.1:{port} that the environment sets for "
+            "libtorch.example.invalid") in r.stderr and "secret" not in r.stderr
+    assert "retrying" not in r.stderr and "HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and NO_PROXY" in r.stderr
+
+
 def test_refuses_to_replace_a_directory_that_is_not_libtorch(server, tmp_path):
     serve(server, tmp_path)
     (tmp_path / "dest").mkdir()
