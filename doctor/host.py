@@ -407,6 +407,8 @@ class Host:
             return RunResult(argv, None, error=f"{argv[0]}: {getattr(exc, 'strerror', None) or exc}")
         with _RUNNING_LOCK:
             _RUNNING.add(proc)
+            if _STOPPING:  # the run is ending: a thread that started a command just now must not wait on it
+                _kill_group(proc)
         try:
             return self._collect(proc, argv, start, timeout, input, limit)
         finally:
@@ -543,12 +545,15 @@ def _feed(stdin, text: str) -> None:
 # that ends the doctor reaches none of them, and a probe thread would wait out its timeout.
 _RUNNING: set[subprocess.Popen] = set()
 _RUNNING_LOCK = threading.Lock()
+_STOPPING = False
 
 
 def kill_running() -> None:
-    """Kill every command the doctor runs now (cli, when a signal ends the run): their threads
-    then see the pipes close and finish at once."""
+    """Kill every command the doctor runs now, and any a thread starts from here on (cli, when a
+    signal ends the run; the process is ending): their threads see the pipes close and finish."""
+    global _STOPPING
     with _RUNNING_LOCK:
+        _STOPPING = True
         running = list(_RUNNING)
     for proc in running:
         _kill_group(proc)
