@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -91,9 +92,13 @@ NOBODY = 65534
 def as_another_user(fn):
     """fn() run in a forked child that is not root (as root, `nobody`), its picklable result
     returned: permission checks do not apply to root, and `nobody` cannot start the interpreter
-    under a mode-700 /root, so the child keeps this process's imports. Paths it reads must lie
-    under world-searchable folders (world_tmp_dir)."""
+    under a mode-700 /root, so the child keeps this process's imports. fn runs once here first,
+    as this user, for the imports it makes on the way (nobody cannot read site-packages there
+    either): it must only read. Paths it reads must lie under world-searchable folders
+    (world_tmp_dir)."""
     import pickle
+
+    fn()
 
     read, write = os.pipe()
     pid = os.fork()
@@ -113,8 +118,22 @@ def as_another_user(fn):
         finally:
             os._exit(0)
     os.close(write)
+    import select
+
+    chunks = []
     with os.fdopen(read, "rb") as answer:
-        data = answer.read()
+        deadline = time.monotonic() + 120
+        while True:  # a child stuck (say, on a lock held at fork time) fails the test, never hangs it
+            ready, _, _ = select.select([answer], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                pytest.fail("as another user: the child did not answer in 120 s")
+            chunk = os.read(answer.fileno(), 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    data = b"".join(chunks)
     os.waitpid(pid, 0)
     status, value = pickle.loads(data)
     if status != "ok":
