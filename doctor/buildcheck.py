@@ -16,6 +16,7 @@ import shlex
 import time
 from dataclasses import dataclass, field
 
+from doctor import fixes
 from doctor.host import Host, RunResult
 from doctor.model import Area, Evidence, Finding, Level
 
@@ -115,6 +116,17 @@ def build_check(host: Host, install, mode: str = "c10") -> BuildResult:
             findings = _explain(host, install, compiled, "compile", argv)
             return BuildResult(mode, False, f"the {mode} probe does not compile or link against libtorch {install.label}",
                                details + _tail(compiled), findings, time.monotonic() - start)
+        if host.noexec(tmp):
+            finding = Finding(
+                "build.failed", Level.WARNING,
+                f"the {mode} probe built, but cannot run where it was built: {tmp.parent} is mounted noexec",
+                detail=f"The probe is built in a temporary folder under $TMPDIR ({tmp.parent}); that file system forbids "
+                "running programs, so the run step says nothing about libtorch.",
+                fix=fixes.exec_tmpdir(), area="build",
+                evidence=[Evidence("file", str(tmp.parent), "mounted noexec")])
+            return BuildResult(mode, False, f"the {mode} probe compiled and linked against libtorch {install.label}; "
+                               "its run was skipped (noexec temporary folder)", details, [finding],
+                               time.monotonic() - start, skipped=True)
         ran = host.run([str(exe)], timeout=RUN_TIMEOUT, env=env)
         details.append(f"run: {exe.name} → {(ran.stdout or ran.stderr).strip()[:200]}")
         if not ran.ok or MARK not in ran.stdout:

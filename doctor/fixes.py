@@ -141,6 +141,11 @@ def no_device() -> str:
             "(NVIDIA Container Toolkit); on a CPU-only machine use the CPU device")
 
 
+def exec_tmpdir() -> str:
+    """TMPDIR on a noexec mount: run the build probe from a folder where programs may run."""
+    return 'mkdir -p ~/.cache/tmp && TMPDIR=~/.cache/tmp doctor check --build  (any folder on a mount without noexec)'
+
+
 def preload_without() -> str:
     """LD_PRELOAD holding what a libtorch program should not get."""
     return "unset LD_PRELOAD, or set it to the libraries you mean to preload, each an existing absolute path"

@@ -287,6 +287,15 @@ class Host:
 
         return writes.file_size(self.real(path))
 
+    def noexec(self, path: str | os.PathLike[str]) -> bool:
+        """Whether `path` lies on a file system mounted noexec (a hardened /tmp): no program
+        built there can run."""
+        flag = getattr(os, "ST_NOEXEC", 0)
+        try:
+            return bool(flag and os.statvfs(self.real(path)).f_flag & flag)
+        except (OSError, ValueError):
+            return False
+
     def temp_dir(self, prefix: str) -> _TempDir:
         """A fresh private folder under $TMPDIR (mapped under the root), removed on exit. The
         context value is the user-visible path; `host.real()` of it is what commands see."""

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-from testsupport.support import doctor_subprocess
+from testsupport.support import REPO, doctor_subprocess
 
 from doctor.cli import cli
 
@@ -114,6 +114,30 @@ def test_check_build_passes_here_and_fails_on_the_old_abi():
     build_ids = [f["id"] for f in report["findings"] if f["area"] == "build"]
     assert build_ids == ["abi.mismatch"]
     assert "-D_GLIBCXX_USE_CXX11_ABI=1" in next(f["fix"] for f in report["findings"] if f["area"] == "build")
+
+
+@pytest.mark.slow
+def test_check_build_from_a_noexec_tmpdir_says_so_instead_of_an_unknown_failure(tmp_path):
+    """A hardened /tmp (mounted noexec): the probe compiles and links, and cannot run there. Run
+    in a mount namespace of its own (`unshare`: a user namespace maps this user to root there), on
+    a tmpfs mounted noexec."""
+    import os
+    import shlex
+
+    tmp = tmp_path / "noexec"
+    tmp.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LIBTORCH", "Torch_DIR"))}
+    env.update(PYTHONPATH=str(REPO), TMPDIR=str(tmp), CXXFLAGS="", LD_LIBRARY_PATH="")
+    script = (f"mount -t tmpfs -o noexec,size=64m none {shlex.quote(str(tmp))} && "
+              f"exec {shlex.quote(sys.executable)} -m doctor check --build --json")
+    out = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert out.stdout, out.stderr
+    report = json.loads(out.stdout)
+    (build,) = [f for f in report["findings"] if f["area"] == "build"]
+    assert (build["id"], build["level"]) == ("build.failed", "warning")
+    assert build["title"] == f"the c10 probe built, but cannot run where it was built: {tmp} is mounted noexec"
+    assert "TMPDIR=" in build["fix"] and "does not recognise" not in out.stdout
 
 
 def test_backend_option_overrides_the_recommendation_and_rejects_nonsense():
