@@ -141,6 +141,12 @@ def no_device() -> str:
             "(NVIDIA Container Toolkit); on a CPU-only machine use the CPU device")
 
 
+def exec_mount(folder: str) -> str:
+    """A libtorch tree on a noexec mount: move it, or remount."""
+    return (f"move the tree to a file system mounted without noexec (`findmnt -T {sh_paste(folder)}` shows its mount "
+            "and options), or remount that one with exec; then point LIBTORCH there")
+
+
 def exec_tmpdir() -> str:
     """TMPDIR on a noexec mount: run the build probe from a folder where programs may run."""
     return 'mkdir -p ~/.cache/tmp && TMPDIR=~/.cache/tmp doctor check --build  (any folder on a mount without noexec)'

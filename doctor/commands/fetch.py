@@ -107,6 +107,9 @@ def command(version, variant, abi, platform, debug, channel, url, archive, from_
         if not quiet:
             say(line)
 
+    if not verify_tree and host.noexec(_existing_parent(host, plan.dest)):
+        say(f"note: {plan.dest} is on a file system mounted noexec: the tree installs, but no program will be able "
+            "to load its libraries ('failed to map segment from shared object'); choose another --dest or LIBTORCH_HOME")
     on_behalf = host.sudo_user()
     if on_behalf and not verify_tree:
         from doctor.fetch.sudo import sudo_note
@@ -201,3 +204,13 @@ def machine_gpu_facts(host: Host) -> GpuFacts:
     from doctor.probe.gpu import detect_gpus
 
     return detect_gpus(host)
+
+
+def _existing_parent(host, path):
+    """`path`, or its nearest folder that exists (the destination is created by the install)."""
+    from pathlib import PurePath
+
+    p = PurePath(path)
+    while not host.exists(p) and p.parent != p:
+        p = p.parent
+    return p

@@ -84,6 +84,18 @@ def _tree_findings(c: LibtorchInstall, system: SystemFacts, active: bool = True)
     variable = next((ENV_ORIGINS[o] for o in c.origins if o in ENV_ORIGINS), None)
     if c.exists and c.denied:
         return [_denied_finding(c, variable, active)]
+    if c.noexec:
+        out.append(Finding(
+            "libtorch.path-invalid",
+            Level.ERROR if variable or active else Level.WARNING,
+            f"{c.lib_dir} is on a file system mounted noexec: no program can load libtorch from there",
+            detail="The loader maps shared libraries executable; on a noexec mount that fails, and a program "
+            "built against this tree stops with 'libc10.so: failed to map segment from shared object'.",
+            fix=fixes.exec_mount(c.lib_dir),
+            area="libtorch",
+            evidence=[Evidence("file", c.lib_dir, "mounted noexec")],
+            subject=f"{c.root}:noexec",
+        ))
     if not c.exists or not c.complete:
         if "LIBTORCH_INCLUDE/LIBTORCH_LIB" in c.origins and len(c.origins) == 1:
             return out  # diagnose/clients.py names the variable that is wrong (issue 18)

@@ -93,6 +93,7 @@ class LibtorchInstall:
     evidence: list[Evidence] = field(default_factory=list)
     root_kind: str = "directory"  # Host.path_kind of the root: "missing", "file", "loop", ... when not a directory
     denied: list[str] = field(default_factory=list)  # paths in the tree this user may not read (permissions)
+    noexec: bool = False  # its lib dir is on a file system mounted noexec: no program can map its libraries
 
     @property
     def label(self) -> str:
@@ -197,6 +198,7 @@ def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evide
     install.complete = host.is_dir(PurePath(include) / "torch") and host.exists(c10)
     install.denied = _denied(host, [p, PurePath(include), PurePath(lib_dir)],
                              [PurePath(lib_dir) / name for name in install.libraries])
+    install.noexec = bool(install.libraries) and host.noexec(lib_dir)
 
     for label, rel in VERSION_FILES.items():
         path = p / rel

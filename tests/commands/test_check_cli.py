@@ -140,6 +140,34 @@ def test_check_build_from_a_noexec_tmpdir_says_so_instead_of_an_unknown_failure(
     assert "TMPDIR=" in build["fix"] and "does not recognise" not in out.stdout
 
 
+def test_a_libtorch_on_a_noexec_mount_is_named_and_fetch_warns_before_installing_there(tmp_path):
+    """The loader cannot map a library from a noexec file system ('failed to map segment from
+    shared object'): check says so for the tree LIBTORCH names, and fetch says so before it
+    installs into such a place. Both run in a mount namespace of their own on a noexec tmpfs."""
+    import hashlib
+    import os
+    import shlex
+
+    from testsupport.fetch_helpers import libtorch_zip
+
+    archive = libtorch_zip(tmp_path / "lt.zip")
+    mount = tmp_path / "data"
+    mount.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LIBTORCH", "Torch_DIR"))}
+    env.update(PYTHONPATH=str(REPO), LIBTORCH=str(mount / "lt"), LD_LIBRARY_PATH="")
+    doctor = f"{shlex.quote(sys.executable)} -m doctor"
+    script = (f"mount -t tmpfs -o noexec,size=64m none {shlex.quote(str(mount))} && "
+              f"{doctor} fetch-libtorch --archive {shlex.quote(str(archive))} --sha256 "
+              f"{hashlib.sha256(archive.read_bytes()).hexdigest()} --no-lock --version 2.13.0 --variant cpu "
+              f"--dest {shlex.quote(str(mount / 'lt'))} >&2 && exec {doctor} check --json")
+    out = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert f"note: {mount / 'lt'} is on a file system mounted noexec: the tree installs" in out.stderr, out.stderr
+    assert out.stdout, out.stderr
+    titles = [f["title"] for f in json.loads(out.stdout)["findings"] if f["id"] == "libtorch.path-invalid"]
+    assert f"{mount / 'lt' / 'lib'} is on a file system mounted noexec: no program can load libtorch from there" in titles
+
+
 def test_backend_option_overrides_the_recommendation_and_rejects_nonsense():
     result = doctor_subprocess("check", "--json", "--backend", "cu130")
     recommended = json.loads(result.stdout)["facts"]["gpu"]["recommended"]
