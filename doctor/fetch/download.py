@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -226,7 +227,16 @@ def _get(session, at: _Attempt, headers: dict):
                               "check HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and NO_PROXY (unset them where there is no proxy)",
                               error_id="fetch.proxy-error") from exc
         except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
-            raise _Retry(f"connection failed: {_short(exc)}") from exc
+            gai = _cause(exc, socket.gaierror)
+            if gai is not None and gai.errno != socket.EAI_AGAIN:  # no such name here: asking again will not help
+                raise DoctorError(f"cannot resolve {_host(url)}: {gai.strerror or gai}",
+                                  "this machine gets no address for it: offline, a typo in --mirror or --url, or a "
+                                  "network that reaches out only through a proxy (set HTTPS_PROXY); offline, install "
+                                  "a zip copied here with --archive", error_id="fetch.dns-error") from exc
+            refused = _cause(exc, ConnectionRefusedError)
+            why = (f"cannot resolve {_host(url)} (a temporary failure)" if gai is not None
+                   else f"{_host(url)} refused the connection" if refused is not None else f"connection failed: {_short(exc)}")
+            raise _Retry(why) from exc
         if not resp.is_redirect:
             at.final_url = url
             return resp
@@ -451,6 +461,24 @@ def _host(url: str) -> str:
 
 
 _SECRET_BITS = re.compile(r"\?[^\s'\")]*|(?<=//)[^/@\s'\"]+@")
+
+
+def _cause(exc: BaseException, kind: type) -> BaseException | None:
+    """The first exception of `kind` behind `exc`: requests wraps urllib3's, which wraps the socket's."""
+    seen = set()
+    stack = [exc]
+    while stack:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, kind):
+            return e
+        stack.extend([e.__cause__, e.__context__, *(a for a in getattr(e, "args", ()) if isinstance(a, BaseException))])
+        reason = getattr(e, "reason", None)
+        if isinstance(reason, BaseException):
+            stack.append(reason)
+    return None
 
 
 def _proxy_for(url: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -267,6 +268,26 @@ def test_an_unreachable_proxy_is_named_with_its_variables_not_retried(tmp_path):
     assert (f"error: cannot reach the proxy http://***@127.0.0.1:{port} that the environment sets for "
             "libtorch.example.invalid") in r.stderr and "secret" not in r.stderr
     assert "retrying" not in r.stderr and "HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and NO_PROXY" in r.stderr
+
+
+@pytest.mark.parametrize("code, final", [(socket.EAI_NONAME, True), (socket.EAI_AGAIN, False)])
+def test_a_name_that_does_not_resolve_is_said_at_once_and_a_temporary_failure_retried(tmp_path, monkeypatch, code, final):
+    """An offline machine (or a typo in --mirror): 'cannot resolve HOST' at once, not 31 s of
+    retries ending in urllib3's text; 'Temporary failure in name resolution' is retried. The
+    resolver is made to answer as glibc does; requests and urllib3 wrap it as they really do."""
+    def resolver(host, *args, **kw):
+        raise socket.gaierror(code, "Name or service not known" if final else "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    r = cli("--mirror", "http://libtorch.example.invalid", "--allow-http", "--version", "2.13.0", "--variant", "cpu",
+            "--dest", str(tmp_path / "dest"), "--no-lock", "--retries", "2", "--backoff", "0.01")
+    assert r.exit_code == 1
+    if final:
+        assert "error: cannot resolve libtorch.example.invalid: Name or service not known" in r.stderr
+        assert "retrying" not in r.stderr and "--archive" in r.stderr
+    else:
+        assert r.stderr.count("cannot resolve libtorch.example.invalid (a temporary failure); retrying") == 2
+        assert "error: download failed after 3 attempts: cannot resolve libtorch.example.invalid (a temporary failure)" in r.stderr
 
 
 def test_refuses_to_replace_a_directory_that_is_not_libtorch(server, tmp_path):
