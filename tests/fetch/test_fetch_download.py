@@ -153,7 +153,7 @@ def test_connection_refused_is_retried_then_reported(tmp_path):
     port = s.getsockname()[1]
     s.close()  # nothing listens there now
     logs = []
-    with pytest.raises(DoctorError, match="failed after 2 attempts: connection failed"):
+    with pytest.raises(DoctorError, match="failed after 2 attempts: 127.0.0.1 refused the connection"):
         download(f"http://127.0.0.1:{port}/x.zip", tmp_path / "x.part", allow_http=True, retries=1,
                  backoff=0.01, log=logs.append)
     assert any("retrying" in line for line in logs)
