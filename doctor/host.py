@@ -316,7 +316,20 @@ class Host:
 
     @property
     def home(self) -> Path:
-        return Path(self.env.get("HOME") or self.env.get("USERPROFILE") or "~")
+        """$HOME, else the user database's home (cron, systemd units and `env -i` leave HOME
+        unset); a relative `~` only when neither answers, which callers must not write under:
+        `~/.cache/...` would become a folder named `~` in the current directory."""
+        home = self.env.get("HOME") or self.env.get("USERPROFILE")
+        if home:
+            return Path(home)
+        if self.root != _ROOT:
+            return Path("~")
+        try:
+            import pwd
+
+            return Path(pwd.getpwuid(os.getuid()).pw_dir or "~")
+        except (ImportError, KeyError, OSError):  # Windows; a container's uid absent from /etc/passwd
+            return Path("~")
 
     def musl(self) -> bool:
         """Linux with musl as its C library (Alpine, Void musl, Chimera): no glibc answered, and

@@ -200,6 +200,9 @@ def resolve_plan(host: Host, req: FetchRequest, gpu_facts: Callable[[], Any] | N
 
     dest = Path(req.dest) if req.dest else default_dest(host, version, platform, variant, abi, debug)
     if not req.dest:
+        if dest.parts and dest.parts[0] == "~":  # no home to expand: a folder named ~ here would be made
+            raise UsageError("no home folder to install under: HOME is unset and the user database names none",
+                             "give --dest, or set LIBTORCH_HOME (or HOME)")
         notes.append("destination: Hasktorch's layout $LIBTORCH_HOME/<version>/<platform>/<variant>")
     lock_path = None
     if not req.no_lock:

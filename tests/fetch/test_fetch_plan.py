@@ -151,3 +151,26 @@ def test_a_musl_machine_gets_no_plan_of_its_own(tmp_path):
     assert "python:3.x-slim" in err.value.hint and "--platform" in err.value.hint
     plan = resolve_plan(host, FetchRequest(variant="cpu", platform="linux-x86_64"))
     assert plan.platform == "linux-x86_64"
+
+
+def test_without_home_the_default_destination_is_the_users_home_never_a_folder_named_tilde(tmp_path, monkeypatch):
+    """cron, systemd units and `env -i` run without HOME: the destination was `~/.cache/libtorch/…`
+    relative to the current folder, a folder literally named `~` (and `rm -rf ~` is how people
+    remove one). The user database answers instead; where it cannot either, fetch refuses."""
+    import os
+    import pwd
+
+    host = Host(env={"PATH": os.environ["PATH"]}, cwd=tmp_path, sys_path=[])
+    plan = resolve_plan(host, FetchRequest(variant="cpu", version="2.13.0"))
+    assert plan.dest == Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache/libtorch/2.13.0/linux-x86_64/cpu"
+
+    def nobody_knows(uid):
+        raise KeyError(uid)  # a container's random uid, absent from /etc/passwd
+
+    monkeypatch.setattr(pwd, "getpwuid", nobody_knows)
+    with pytest.raises(UsageError, match="no home folder to install under: HOME is unset") as err:
+        resolve_plan(host, FetchRequest(variant="cpu", version="2.13.0"))
+    assert "--dest" in err.value.hint and "LIBTORCH_HOME" in err.value.hint
+    given = Host(env={"PATH": os.environ["PATH"], "LIBTORCH_HOME": str(tmp_path / "lt")}, cwd=tmp_path, sys_path=[])
+    assert resolve_plan(given, FetchRequest(variant="cpu", version="2.13.0")).dest == tmp_path / "lt/2.13.0/linux-x86_64/cpu"
+    assert not (tmp_path / "~").exists()
