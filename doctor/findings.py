@@ -60,6 +60,7 @@ FINDINGS: dict[str, str] = {
     "libtorch.version-disagree": 'a release unpacked over another one, or headers copied from one release beside libraries of another',
     "link.as-needed": 'the program uses no symbol of `libtorch_cuda` directly, so a linker running with `--as-needed` (the default on Ubuntu and in many toolchains, …',
     "link.library-missing": "the linker was not given libtorch's library directory (`<root>/lib`)",
+    "loader.empty-entry": 'the dynamic loader reads an empty entry of `LD_LIBRARY_PATH` as the current folder',
     "loader.library-not-found": 'the program was built, but at run time the dynamic loader searches only RPATH/RUNPATH, `LD_LIBRARY_PATH` (`DYLD_LIBRARY_PATH` on macOS, `PATH` on …',
     "loader.preload": 'every library in `LD_PRELOAD` is loaded into every program before anything else',
     "macos.duplicate-rpath": 'two build layers each add the same `-rpath` — e.g',

@@ -152,6 +152,12 @@ def exec_tmpdir() -> str:
     return 'mkdir -p ~/.cache/tmp && TMPDIR=~/.cache/tmp doctor check --build  (any folder on a mount without noexec)'
 
 
+def drop_empty_entries(variable: str) -> str:
+    """A :-list without its empty entries (and, for the scripts that made one, the idiom that never does)."""
+    return (f'export {variable}="$(printf %s "${variable}" | tr -s : | sed \'s/^://; s/:$//\')"   '
+            f'(and prepend with {variable}="/x${{{variable}:+:${variable}}}", which adds no empty entry)')
+
+
 def preload_without() -> str:
     """LD_PRELOAD holding what a libtorch program should not get."""
     return "unset LD_PRELOAD, or set it to the libraries you mean to preload, each an existing absolute path"

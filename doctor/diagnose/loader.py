@@ -16,8 +16,10 @@ _RUNTIMES = re.compile(r"lib(?:stdc\+\+|gomp|iomp5|omp)\w*\.so")
 
 
 def _preload_findings(l: LoaderFacts) -> tuple[list[str], list[Finding]]:
-    """LD_PRELOAD: a missing entry makes ld.so complain in every program; a libtorch library
-    preloaded wins over the tree's own; a C++ or OpenMP runtime preloaded is said in the details."""
+    """What the loader does to every program, libtorch or not: an empty LD_LIBRARY_PATH entry
+    searches the current folder; LD_PRELOAD's missing entries make ld.so complain in every program,
+    a libtorch library preloaded wins over the tree's own, a C++ or OpenMP runtime preloaded is
+    said in the details."""
     details = [f"LD_PRELOAD {r.name}" + (": not found" if r.path is None else f" → {r.path}" if r.path != r.name else "")
                for r in l.preload]
     findings = []
@@ -29,6 +31,16 @@ def _preload_findings(l: LoaderFacts) -> tuple[list[str], list[Finding]]:
             detail="ld.so skips them, printing \"object … from LD_PRELOAD cannot be preloaded\" in every program it "
             "starts; what they were meant to change (an allocator, an OpenMP runtime) does not happen.",
             fix=fixes.preload_without(), area="loader", evidence=evidence, subject="LD_PRELOAD"))
+    if l.empty_entry:
+        findings.append(Finding(
+            "loader.empty-entry", Level.WARNING,
+            f"{l.variable} has an empty entry (a leading or trailing ':', or '::'): the loader searches the current "
+            "folder there",
+            detail="ld.so reads an empty entry as the folder a program is started from, so which libraries it loads "
+            "depends on where it runs, and a libc10.so lying there is taken first. A script's "
+            f"`export {l.variable}=/x:${l.variable}` run while the variable was unset leaves one.",
+            fix=fixes.drop_empty_entries(l.variable), area="loader",
+            evidence=[e for e in l.evidence if e.kind == "env" and e.source == l.variable][:1], subject=l.variable))
     torchy = [r.path for r in l.preload if r.path and _TORCH_FAMILY.search(PurePath(r.path).name)]
     if torchy:
         findings.append(Finding(

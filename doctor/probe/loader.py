@@ -48,6 +48,7 @@ class LoaderFacts:
     evidence: list[Evidence] = field(default_factory=list)
     foreign: str | None = None  # "Darwin" / "Windows": a macOS or Windows tree, simulated in probe/platform_tree.py
     preload: list[Resolution] = field(default_factory=list)  # LD_PRELOAD's entries, where ld.so finds each (path None: nowhere)
+    empty_entry: bool = False  # LD_LIBRARY_PATH has an empty entry (':/a', '/a:', '/a::b'): ld.so searches the cwd there
 
 
 class LoaderCache(dict):
@@ -137,6 +138,8 @@ def detect_loader(host: Host, lib_dir: str | None, ld_cache: dict[str, list[str]
     defaults = default_dirs(host)
     ld_cache = ld_cache if isinstance(ld_cache, LoaderCache) else LoaderCache(ld_cache)
     facts.preload = _preloaded(host, search, ld_cache, defaults)
+    value = host.env.get(variable)
+    facts.empty_entry = bool(value) and "" in value.split(":")
     if lib_dir is None:
         return facts
     for name in MAIN_LIBRARIES:

@@ -171,3 +171,34 @@ def test_ld_preload_is_read_as_the_loader_reads_it(tmp_path, abi_libs):
     assert {f.id for f in area.findings} == {"loader.preload"}
     assert any("LD_PRELOAD puts /opt/gcc/lib/libstdc++.so.6 before libtorch's own" in d for d in area.details)
     assert detect_loader(Host.for_test(tmp_path), None, {}).preload == []
+
+
+def test_an_empty_ld_library_path_entry_is_the_current_folder_and_the_fix_removes_it(tmp_path):
+    """ld.so reads ':/a', '/a:' and '/a::b' as including the folder a program starts in (checked
+    with a real program in the test below); the fix line, run by real shells, leaves '/a:/b'."""
+    from doctor.diagnose.loader import loader_area
+
+    for value, empty in ((":/a", True), ("/a:", True), ("/a::/b", True), ("/a:/b", False)):
+        loader = detect_loader(Host.for_test(tmp_path, env={"LD_LIBRARY_PATH": value}), None, {})
+        assert loader.empty_entry is empty, value
+    area = loader_area(detect_loader(Host.for_test(tmp_path, env={"LD_LIBRARY_PATH": ":/a::/b:"}), None, {}))
+    (finding,) = [f for f in area.findings if f.id == "loader.empty-entry"]
+    command = finding.fix.split("   (")[0]
+    for shell in ("dash", "bash"):
+        assert shutil.which(shell), f"{shell} is needed (scripts/test installs it)"
+        out = subprocess.run([shell, "-c", command + '; printf %s "$LD_LIBRARY_PATH"'], capture_output=True, text=True,
+                             env={"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": ":/a::/b:"})
+        assert out.stdout == "/a:/b", (shell, out.stderr)
+
+
+def test_the_loader_really_searches_the_current_folder_for_an_empty_entry(tmp_path):
+    """The fact the finding rests on, with gcc and glibc's ld.so."""
+    (tmp_path / "here").mkdir()
+    (tmp_path / "foo.c").write_text("int foo(void) { return 42; }\n")
+    (tmp_path / "main.c").write_text("int foo(void); int main(void) { return foo() == 42 ? 0 : 1; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", tmp_path / "here/libfoo.so", tmp_path / "foo.c"], check=True)
+    subprocess.run(["gcc", "-o", tmp_path / "main", tmp_path / "main.c", f"-L{tmp_path / 'here'}", "-lfoo"], check=True)
+    runs = {value: subprocess.run([tmp_path / "main"], cwd=tmp_path / "here", env={"LD_LIBRARY_PATH": value},
+                                  capture_output=True).returncode
+            for value in ("/nonexistent", "/nonexistent:", ":/nonexistent", "/a::/b")}
+    assert runs == {"/nonexistent": 127, "/nonexistent:": 0, ":/nonexistent": 0, "/a::/b": 0}
