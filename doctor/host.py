@@ -7,6 +7,7 @@ real captured output, and a chosen environment (see `Host.for_test`).
 
 from __future__ import annotations
 
+import errno
 import os
 import platform
 import shutil
@@ -173,11 +174,9 @@ class Host:
             return False
 
     def path_kind(self, path: str | os.PathLike[str]) -> str:
-        """What a path names, after symlinks, as one word ("directory", "file", "missing", "loop", "denied", ...; diagnose/common.py words
-        them): a message can then say
-        "is a file, not a directory" or "is a symbolic link loop" instead of "does not exist"."""
-        import errno
-
+        """What a path names, after symlinks, in one word ("directory", "file", "missing", "loop",
+        "denied", …; diagnose/common.py words them): a message can then say "is a file, not a
+        directory" or "is a symbolic link loop" where it used to say "does not exist"."""
         try:
             mode = os.stat(self._fs_path(path)).st_mode
         except OSError as exc:

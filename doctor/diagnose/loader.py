@@ -15,7 +15,7 @@ _TORCH_FAMILY = re.compile(r"lib(?:c10|torch|shm|caffe2)\w*\.so")
 _RUNTIMES = re.compile(r"lib(?:stdc\+\+|gomp|iomp5|omp)\w*\.so")
 
 
-def _preload_findings(l: LoaderFacts) -> tuple[list[str], list[Finding]]:
+def _every_program(l: LoaderFacts) -> tuple[list[str], list[Finding]]:
     """What the loader does to every program, libtorch or not: an empty LD_LIBRARY_PATH entry
     searches the current folder; LD_PRELOAD's missing entries make ld.so complain in every program,
     a libtorch library preloaded wins over the tree's own, a C++ or OpenMP runtime preloaded is
@@ -23,14 +23,6 @@ def _preload_findings(l: LoaderFacts) -> tuple[list[str], list[Finding]]:
     details = [f"LD_PRELOAD {r.name}" + (": not found" if r.path is None else f" → {r.path}" if r.path != r.name else "")
                for r in l.preload]
     findings = []
-    missing = [r.name for r in l.preload if r.path is None]
-    evidence = [Evidence("env", "LD_PRELOAD", " ".join(r.name for r in l.preload))]
-    if missing:
-        findings.append(Finding(
-            "loader.preload", Level.WARNING, f"LD_PRELOAD names libraries the loader cannot find: {', '.join(missing)}",
-            detail="ld.so skips them, printing \"object … from LD_PRELOAD cannot be preloaded\" in every program it "
-            "starts; what they were meant to change (an allocator, an OpenMP runtime) does not happen.",
-            fix=fixes.preload_without(), area="loader", evidence=evidence, subject="LD_PRELOAD"))
     if l.empty_entry:
         findings.append(Finding(
             "loader.empty-entry", Level.WARNING,
@@ -41,13 +33,21 @@ def _preload_findings(l: LoaderFacts) -> tuple[list[str], list[Finding]]:
             f"`export {l.variable}=/x:${l.variable}` run while the variable was unset leaves one.",
             fix=fixes.drop_empty_entries(l.variable), area="loader",
             evidence=[e for e in l.evidence if e.kind == "env" and e.source == l.variable][:1], subject=l.variable))
-    torchy = [r.path for r in l.preload if r.path and _TORCH_FAMILY.search(PurePath(r.path).name)]
-    if torchy:
-        findings.append(Finding(
-            "loader.preload", Level.WARNING, f"LD_PRELOAD loads libtorch libraries into every program: {', '.join(torchy)}",
-            detail="A preloaded library comes before every other: a program built against another libtorch tree gets "
-            "these instead of its own, and mixes two releases.",
-            fix=fixes.preload_without(), area="loader", evidence=evidence, subject="LD_PRELOAD"))
+    preloads = {
+        "LD_PRELOAD names libraries the loader cannot find": (
+            [r.name for r in l.preload if r.path is None],
+            "ld.so skips them, printing \"object … from LD_PRELOAD cannot be preloaded\" in every program it starts; "
+            "what they were meant to change (an allocator, an OpenMP runtime) does not happen."),
+        "LD_PRELOAD loads libtorch libraries into every program": (
+            [r.path for r in l.preload if r.path and _TORCH_FAMILY.search(PurePath(r.path).name)],
+            "A preloaded library comes before every other: a program built against another libtorch tree gets these "
+            "instead of its own, and mixes two releases."),
+    }
+    evidence = [Evidence("env", "LD_PRELOAD", " ".join(r.name for r in l.preload))]
+    for title, (names, detail) in preloads.items():
+        if names:
+            findings.append(Finding("loader.preload", Level.WARNING, f"{title}: {', '.join(names)}", detail=detail,
+                                    fix=fixes.preload_without(), area="loader", evidence=evidence, subject="LD_PRELOAD"))
     runtimes = [r.path for r in l.preload if r.path and _RUNTIMES.search(PurePath(r.path).name)]
     if runtimes:
         details.append(f"LD_PRELOAD puts {', '.join(runtimes)} before libtorch's own C++/OpenMP runtime: an older "
@@ -56,19 +56,19 @@ def _preload_findings(l: LoaderFacts) -> tuple[list[str], list[Finding]]:
 
 
 def loader_area(l: LoaderFacts) -> Area:
-    preload_details, preload_findings = _preload_findings(l)
+    every_details, every_findings = _every_program(l)
     if l.lib_dir is None:
-        return Area("loader", "Loader", "no active libtorch to check", preload_details, preload_findings)
+        return Area("loader", "Loader", "no active libtorch to check", every_details, every_findings)
     if l.foreign:
         name = {"Darwin": "macOS", "Windows": "Windows"}.get(l.foreign, l.foreign)
         return Area("loader", "Loader", f"a {name} tree: its loader is simulated in the Platform area")
-    details = list(preload_details)
+    details = list(every_details)
     for view in l.libraries:
         r = view.for_programs
         details.append(f"{view.library}: {'via ' + r.via + ' → ' + r.path if r.path else 'not found by the loader'}")
         for n in view.needed:
             details.append(f"    needs {n.name}: {n.via + ' → ' + n.path if n.path else 'NOT FOUND'}")
-    findings = list(preload_findings)
+    findings = list(every_findings)
     missing = [v.library for v in l.libraries if v.for_programs.path is None]
     if missing:
         findings.append(
