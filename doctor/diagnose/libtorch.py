@@ -100,15 +100,22 @@ def _tree_findings(c: LibtorchInstall, system: SystemFacts, active: bool = True)
         if "LIBTORCH_INCLUDE/LIBTORCH_LIB" in c.origins and len(c.origins) == 1:
             return out  # diagnose/clients.py names the variable that is wrong (issue 18)
         what = not_a_directory(c.root_kind) if not c.exists else "is not a complete libtorch (no include/torch or lib/libc10)"
+        if c.nearby_root:
+            what += f"; the libtorch root is {c.nearby_root}"
         named_by = f"{variable}={c.root}" if variable else c.root
+        if variable and c.nearby_root:
+            fix = f"export {variable}={sh_paste(c.nearby_root)}"
+        elif variable:
+            fix = f"unset {variable}, or point it at a libtorch root (the folder with lib/ and include/); or get one: {FETCH}"
+        else:
+            fix = f"remove {sh_paste(str(c.root))} or re-install it: {FETCH}"
         out.append(
             Finding(
                 "libtorch.path-invalid",
                 Level.ERROR if variable else Level.WARNING,
                 f"{named_by} {what}",
                 detail=f"{variable} points a build at {c.root}, which {what}." if variable else f"{c.root} {what}.",
-                fix=(f"unset {variable}, or point it at a libtorch root (the folder with lib/ and include/); "
-                     f"or get one: {FETCH}") if variable else f"remove {sh_paste(str(c.root))} or re-install it: {FETCH}",
+                fix=fix,
                 area="libtorch",
                 evidence=c.evidence[:1],
                 subject=c.root,

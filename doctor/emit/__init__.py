@@ -30,6 +30,7 @@ FORMATS = {
 def find_install(host: Host, root: Path | str | None = None) -> LibtorchInstall:
     """The LibtorchInstall at `root`, or the one a build would use (as `doctor check` says)."""
     from doctor.diagnose.common import not_a_directory
+    from doctor.quoting import sh_paste
     from doctor.probe.libtorch import detect_libtorch, inspect_tree
     from doctor.probe.python_torch import detect_python_torch
     from doctor.model import Evidence
@@ -57,8 +58,10 @@ def find_install(host: Host, root: Path | str | None = None) -> LibtorchInstall:
                           error_id="emit.no-such-libtorch")
     if not install.complete:
         raise DoctorError(
-            f"{install.root} is not a complete libtorch (it needs include/torch and lib/libc10)",
-            "pass --libtorch DIR naming the folder that holds lib/ and include/",
+            f"{install.root} is not a complete libtorch (it needs include/torch and lib/libc10)"
+            + (f"; the libtorch root is {install.nearby_root}" if install.nearby_root else ""),
+            f"pass --libtorch {sh_paste(install.nearby_root)}" if install.nearby_root
+            else "pass --libtorch DIR naming the folder that holds lib/ and include/",
             error_id="emit.incomplete-libtorch",
         )
     return install

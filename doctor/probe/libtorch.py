@@ -94,6 +94,7 @@ class LibtorchInstall:
     root_kind: str = "directory"  # Host.path_kind of the root: "missing", "file", "loop", ... when not a directory
     denied: list[str] = field(default_factory=list)  # paths in the tree this user may not read (permissions)
     noexec: bool = False  # its lib dir is on a file system mounted noexec: no program can map its libraries
+    nearby_root: str | None = None  # when incomplete: the complete tree one level off (its lib/, or the zip's parent)
 
     @property
     def label(self) -> str:
@@ -199,6 +200,8 @@ def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evide
     install.denied = _denied(host, [p, PurePath(include), PurePath(lib_dir)],
                              [PurePath(lib_dir) / name for name in install.libraries])
     install.noexec = bool(install.libraries) and host.noexec(lib_dir)
+    if not install.complete and not split:
+        install.nearby_root = _nearby_root(host, p, system)
 
     for label, rel in VERSION_FILES.items():
         path = p / rel
@@ -270,6 +273,21 @@ def _settle_version(install: LibtorchInstall) -> None:
             install.variant = "rocm"
         elif install.libraries:
             install.variant = "cpu"
+
+
+def _nearby_root(host: Host, root: PurePath, system: str | None) -> str | None:
+    """The libtorch root one level off `root`: a variable naming the tree's lib/, include/ or
+    share/cmake/Torch, or the folder the zip was unpacked into (it holds libtorch/)."""
+    c10 = _lib_name(host, "c10", system)
+    tries = [root / "libtorch"]
+    if root.name in ("lib", "include"):
+        tries.append(root.parent)
+    if root.name == "Torch" and root.parent.name == "cmake":
+        tries.append(root.parent.parent.parent)
+    for candidate in tries:
+        if host.is_dir(candidate / "include" / "torch") and host.exists(candidate / "lib" / c10):
+            return str(candidate)
+    return None
 
 
 def _denied(host: Host, dirs: list[PurePath], files: list[PurePath]) -> list[str]:

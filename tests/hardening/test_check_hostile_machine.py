@@ -361,3 +361,18 @@ def test_a_tree_this_user_may_not_read_is_named_as_such_not_as_broken(lock, says
     assert [(title, fix) for _, title, fix, _ in invalid] == [
         (f"{root}: {says}", f"sudo chmod -R a+rX {root}   (or ask the tree's owner to)")]
     assert not any("not a usable" in title or "not a complete" in title for _, title, _, _ in got)
+
+
+@pytest.mark.parametrize("named", ["lib", "include", "share/cmake/Torch", ".."])
+def test_LIBTORCH_one_level_off_gets_the_root_as_its_fix(tmp_path, abi_libs, named):
+    """LIBTORCH naming the tree's lib/ (or include/, or the CMake folder), or the folder the zip was
+    unpacked into: the finding names the root one level off and the export that fixes it; emit too."""
+    root = make_tree(tmp_path / "opt/libtorch", "2.13.0", "cpu", libc10=abi_libs["cxx11"])
+    value = str((root / named).resolve()) if named != ".." else str(root.parent)
+    result = doctor_subprocess("check", "--json", env={"LIBTORCH": value})
+    invalid = [f for f in json.loads(result.stdout)["findings"] if f["id"] == "libtorch.path-invalid"]
+    assert [(f["title"], f["fix"]) for f in invalid] == [(
+        f"LIBTORCH={value} is not a complete libtorch (no include/torch or lib/libc10); the libtorch root is {root}",
+        f"export LIBTORCH={root}")], result.stdout
+    emitted = doctor_subprocess("emit", "setenv", env={"LIBTORCH": value})
+    assert emitted.returncode == 1 and f"hint: pass --libtorch {root}" in emitted.stderr, emitted.stderr
