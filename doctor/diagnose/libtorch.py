@@ -102,7 +102,8 @@ def _tree_findings(c: LibtorchInstall, system: SystemFacts, active: bool = True)
         what = not_a_directory(c.root_kind) if not c.exists else "is not a complete libtorch (no include/torch or lib/libc10)"
         if c.nearby_root:
             what += f"; the libtorch root is {c.nearby_root}"
-        named_by = f"{variable}={c.root}" if variable else c.root
+        shown = sh_paste(c.root) if c.root != c.root.strip() else c.root  # quotes make a blank at either end visible
+        named_by = f"{variable}={shown}" if variable else shown
         if variable and c.nearby_root:
             fix = f"export {variable}={sh_paste(c.nearby_root)}"
         elif variable:

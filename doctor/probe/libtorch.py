@@ -188,6 +188,8 @@ def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evide
     )
     if not install.exists:
         install.root_kind = host.path_kind(root)
+        if root.strip() != root and not split:  # `export LIBTORCH="$(cat f)"` keeping a space or a CR
+            install.nearby_root = _nearby_root(host, PurePath(root.strip()), None, itself=True)
         return install
     stems = ("c10", "torch", "torch_cpu", "torch_cuda", "c10_cuda", "torch_hip", "c10_hip")
     from doctor.probe.platform_tree import tree_system
@@ -275,11 +277,12 @@ def _settle_version(install: LibtorchInstall) -> None:
             install.variant = "cpu"
 
 
-def _nearby_root(host: Host, root: PurePath, system: str | None) -> str | None:
+def _nearby_root(host: Host, root: PurePath, system: str | None, itself: bool = False) -> str | None:
     """The libtorch root one level off `root`: a variable naming the tree's lib/, include/ or
-    share/cmake/Torch, or the folder the zip was unpacked into (it holds libtorch/)."""
+    share/cmake/Torch, or the folder the zip was unpacked into (it holds libtorch/); with
+    `itself`, `root` too (a value that had blanks around it)."""
     c10 = _lib_name(host, "c10", system)
-    tries = [root / "libtorch"]
+    tries = [root, root / "libtorch"] if itself else [root / "libtorch"]
     if root.name in ("lib", "include"):
         tries.append(root.parent)
     if root.name == "Torch" and root.parent.name == "cmake":

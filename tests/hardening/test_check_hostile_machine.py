@@ -376,3 +376,13 @@ def test_LIBTORCH_one_level_off_gets_the_root_as_its_fix(tmp_path, abi_libs, nam
         f"export LIBTORCH={root}")], result.stdout
     emitted = doctor_subprocess("emit", "setenv", env={"LIBTORCH": value})
     assert emitted.returncode == 1 and f"hint: pass --libtorch {root}" in emitted.stderr, emitted.stderr
+
+
+def test_LIBTORCH_with_a_blank_at_the_end_is_shown_quoted_and_fixed(tmp_path, abi_libs):
+    """`export LIBTORCH="$(cat path.txt)"` keeping a trailing space: invisible in the message unless
+    quoted; the root without it is named, with the export that fixes it."""
+    root = make_tree(tmp_path / "opt/libtorch", "2.13.0", "cpu", libc10=abi_libs["cxx11"])
+    result = doctor_subprocess("check", "--json", env={"LIBTORCH": f"{root} "})
+    invalid = [f for f in json.loads(result.stdout)["findings"] if f["id"] == "libtorch.path-invalid"]
+    assert [(f["title"], f["fix"]) for f in invalid] == [(
+        f"LIBTORCH='{root} ' does not exist; the libtorch root is {root}", f"export LIBTORCH={root}")]
