@@ -214,16 +214,18 @@ class Host:
     def access(self, path: str | os.PathLike[str], mode: int) -> bool:
         return _safely(lambda: os.access(self.real(path), mode))
 
+    def _nearest_existing(self, path: str | os.PathLike[str]) -> Path | None:
+        """`real(path)`, or its nearest parent that exists: what a folder not made yet will live on."""
+        p = self.real(path)
+        return next((c for c in (p, *p.parents) if _safely(c.exists)), None)
+
     def disk_free(self, path: str | os.PathLike[str]) -> int | None:
         """Free bytes on the file system that holds `path` (or its nearest existing parent)."""
-        p = self.real(path)
-        for candidate in (p, *p.parents):
-            if _safely(candidate.exists):
-                try:
-                    return shutil.disk_usage(candidate).free
-                except OSError:
-                    return None
-        return None
+        where = self._nearest_existing(path)
+        try:
+            return None if where is None else shutil.disk_usage(where).free
+        except OSError:
+            return None
 
     def usable_cpus(self) -> int:
         """CPUs this process may run on (its affinity mask, as taskset and cgroups set it)."""
@@ -287,11 +289,12 @@ class Host:
         return writes.file_size(self.real(path))
 
     def noexec(self, path: str | os.PathLike[str]) -> bool:
-        """Whether `path` lies on a file system mounted noexec (a hardened /tmp): no program
-        built there can run."""
+        """Whether `path` (or, before it is made, its nearest existing parent) lies on a file
+        system mounted noexec (a hardened /tmp): no program or library there can be mapped."""
         flag = getattr(os, "ST_NOEXEC", 0)
+        where = self._nearest_existing(path) if flag else None
         try:
-            return bool(flag and os.statvfs(self.real(path)).f_flag & flag)
+            return bool(where is not None and os.statvfs(where).f_flag & flag)
         except (OSError, ValueError):
             return False
 

@@ -107,7 +107,7 @@ def command(version, variant, abi, platform, debug, channel, url, archive, from_
         if not quiet:
             say(line)
 
-    if not verify_tree and host.noexec(_existing_parent(host, plan.dest)):
+    if not verify_tree and host.noexec(plan.dest):
         say(f"note: {plan.dest} is on a file system mounted noexec: the tree installs, but no program will be able "
             "to load its libraries ('failed to map segment from shared object'); choose another --dest or LIBTORCH_HOME")
     on_behalf = host.sudo_user()
@@ -205,12 +205,3 @@ def machine_gpu_facts(host: Host) -> GpuFacts:
 
     return detect_gpus(host)
 
-
-def _existing_parent(host, path):
-    """`path`, or its nearest folder that exists (the destination is created by the install)."""
-    from pathlib import PurePath
-
-    p = PurePath(path)
-    while not host.exists(p) and p.parent != p:
-        p = p.parent
-    return p
