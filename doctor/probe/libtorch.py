@@ -188,7 +188,7 @@ def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evide
     )
     if not install.exists:
         install.root_kind = host.path_kind(root)
-        if root.strip() != root and not split:  # `export LIBTORCH="$(cat f)"` keeping a space or a CR
+        if root.strip() not in ("", root) and not split:  # `export LIBTORCH="$(cat f)"` keeping a space or a CR
             install.nearby_root = _nearby_root(host, PurePath(root.strip()), None, itself=True)
         return install
     stems = ("c10", "torch", "torch_cpu", "torch_cuda", "c10_cuda", "torch_hip", "c10_hip")

@@ -386,3 +386,7 @@ def test_LIBTORCH_with_a_blank_at_the_end_is_shown_quoted_and_fixed(tmp_path, ab
     invalid = [f for f in json.loads(result.stdout)["findings"] if f["id"] == "libtorch.path-invalid"]
     assert [(f["title"], f["fix"]) for f in invalid] == [(
         f"LIBTORCH='{root} ' does not exist; the libtorch root is {root}", f"export LIBTORCH={root}")]
+    # blanks alone name no folder: not the current one, even where a libtorch/ lies
+    blank = doctor_subprocess("check", "--json", env={"LIBTORCH": "   "}, cwd=tmp_path / "opt")
+    titles = [f["title"] for f in json.loads(blank.stdout)["findings"] if f["id"] == "libtorch.path-invalid"]
+    assert titles == ["LIBTORCH='   ' does not exist"], titles
