@@ -46,14 +46,16 @@ _READ_WHY = {
 
 def os_error(exc: OSError, doing: str, where: str | os.PathLike[str] | None = None, instead: str = "") -> DoctorError:
     """`exc` as a DoctorError: `cannot <doing> <where>: <why>`, and a hint naming the path with
-    what to do about it (`instead`: the caller's way out, e.g. "choose another --dest")."""
+    what to do about it (`instead`: the caller's way out when writing, e.g. "choose another
+    --dest"; a failed read, `doing` "read …", gets the read hint alone, since another place to
+    write does not help it)."""
     where = where if where is not None else exc.filename
     why = exc.strerror or str(exc)
     shown = str(where) if where is not None else "that path"
-    why_table = _READ_WHY if doing.startswith("read") else {}
-    hint = why_table.get(exc.errno or 0) or _WHY.get(exc.errno or 0, "check {where}")
+    reading = doing.startswith("read")
+    hint = (reading and _READ_WHY.get(exc.errno or 0)) or _WHY.get(exc.errno or 0, "check {where}")
     hint = hint.format(where=shown)
-    if instead:
+    if instead and not reading:
         hint = f"{hint}; {instead}"
     place = f" {where}" if where is not None else ""
     return DoctorError(f"cannot {doing}{place}: {why}", hint, error_id=f"io.{_errno_name(exc)}")

@@ -27,9 +27,8 @@ INSTEAD = "or choose another --dest (or LIBTORCH_HOME, --lock)"
 
 
 def os_error(exc: OSError, doing: str, where: str | os.PathLike[str] | None = None) -> DoctorError:
-    """`exc` as a DoctorError (doctor.writes.os_error, the one translation), with fetch's way out
-    when it could not write (another place helps; for a read it does not)."""
-    return writes.os_error(exc, doing, where, "" if doing.startswith("read") else INSTEAD)
+    """`exc` as a DoctorError (doctor.writes.os_error, the one translation), with fetch's way out."""
+    return writes.os_error(exc, doing, where, INSTEAD)
 
 
 def swap(staging: Path, dest: Path) -> None:
