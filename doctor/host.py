@@ -429,15 +429,13 @@ class Host:
             )
         except (OSError, ValueError) as exc:
             return RunResult(argv, None, error=f"{argv[0]}: {getattr(exc, 'strerror', None) or exc}")
-        with _RUNNING_LOCK:
-            _RUNNING.add(proc)
-            if _STOPPING:  # the run is ending: a thread that started a command just now must not wait on it
-                _kill_group(proc)
+        _RUNNING.add(proc)
+        if _STOPPING:  # the run is ending: a thread that started a command just now must not wait on it
+            _kill_group(proc)
         try:
             return self._collect(proc, argv, start, timeout, input, limit)
         finally:
-            with _RUNNING_LOCK:
-                _RUNNING.discard(proc)
+            _RUNNING.discard(proc)
 
     def _collect(self, proc: subprocess.Popen, argv: tuple[str, ...], start: float, timeout: float,
                  input: str | None, limit: int | None) -> RunResult:
@@ -567,8 +565,13 @@ def _feed(stdin, text: str) -> None:
 
 # The commands running now, in any thread: each has a session of its own, so a Ctrl-C or SIGTERM
 # that ends the doctor reaches none of them, and a probe thread would wait out its timeout.
+# No lock: kill_running runs in a signal handler, on the main thread between two bytecodes, and
+# a lock that thread held at that moment (adding its own command) would deadlock it for good:
+# the Ctrl-C test stalled so in two CI runs, right as the main thread started the hung command.
+# None is needed either: under the GIL `set.add`, `list(set)` and the flag
+# are each atomic, and run() adds before it reads the flag while kill_running sets the flag
+# before it takes its list, so every command is killed by one side or the other.
 _RUNNING: set[subprocess.Popen] = set()
-_RUNNING_LOCK = threading.Lock()
 _STOPPING = False
 
 
@@ -576,10 +579,8 @@ def kill_running() -> None:
     """Kill every command the doctor runs now, and any a thread starts from here on (cli, when a
     signal ends the run; the process is ending): their threads see the pipes close and finish."""
     global _STOPPING
-    with _RUNNING_LOCK:
-        _STOPPING = True
-        running = list(_RUNNING)
-    for proc in running:
+    _STOPPING = True
+    for proc in list(_RUNNING):
         _kill_group(proc)
 
 
