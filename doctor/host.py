@@ -396,7 +396,14 @@ class Host:
             except BaseException as exc:  # the others asking get this error too, not a wait forever
                 future.set_exception(exc)
                 raise
-        return future.result()
+        # A Ctrl-C or SIGTERM can land in the asker that registered the question before its `try`,
+        # leaving the answer unset: the others stop waiting once the run is ending.
+        while True:
+            try:
+                return future.result(timeout=0.1)
+            except TimeoutError:
+                if _STOPPING:
+                    return RunResult(tuple(argv), None, error=f"{argv[0]}: not answered, the run is ending")
 
     def run(
         self,

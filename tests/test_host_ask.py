@@ -51,3 +51,20 @@ def test_an_error_while_asking_reaches_every_asker_instead_of_a_wait_forever(tmp
     for t in threads:
         t.join(timeout=10)
     assert results == ["can't start new thread"] * 3
+
+
+def test_an_answer_left_unset_by_an_interrupted_asker_stops_the_wait_once_the_run_ends(tmp_path, monkeypatch):
+    """A Ctrl-C can land in the asker that registered a question before it asks: the others must
+    not wait on that answer forever (the pool that runs them would then never shut down)."""
+    import time
+    from concurrent.futures import Future
+
+    import doctor.host as host_module
+
+    host = Host.for_test(tmp_path)
+    host._answers[(("nvcc", "--version"), 5.0)] = Future()  # registered, never to be answered
+    monkeypatch.setattr(host_module, "_STOPPING", True)  # what kill_running sets when the signal lands
+    start = time.monotonic()
+    answer = host.ask(["nvcc", "--version"])
+    assert answer.returncode is None and answer.error == "nvcc: not answered, the run is ending"
+    assert time.monotonic() - start < 5
