@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from doctor import __version__
-from doctor.errors import DoctorError
+from doctor.errors import DoctorError, reraise_out_of_resources
 from doctor.host import Host
 from doctor.model import Area, Finding, Level, Report
 
@@ -91,6 +91,7 @@ def _guarded(future) -> tuple[object, str | None]:
     except DoctorError:  # bad user input (an override variable): the one-line error, not a "bug"
         raise
     except Exception as exc:
+        reraise_out_of_resources(exc)
         return None, f"{type(exc).__name__}: {exc}"
 
 
@@ -101,6 +102,7 @@ def _guarded_call(fn, *args) -> str | None:
     except DoctorError:
         raise
     except Exception as exc:
+        reraise_out_of_resources(exc)
         return f"{type(exc).__name__}: {exc}"
     return None
 

@@ -67,10 +67,13 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from doctor.errors import DoctorError
+    from doctor.errors import DoctorError, out_of_resources
 
     args = list(sys.argv[1:] if argv is None else argv)
     try:
+        from doctor.address_space import fit_to_limits
+
+        fit_to_limits()
         rv = cli.main(args=args, prog_name="doctor", standalone_mode=False)
         _flush_output()
     except (click.exceptions.Abort, KeyboardInterrupt) as exc:
@@ -99,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
 
             err = os_error(exc, "write the output to", "standard output", "or send it elsewhere")
             return _fail(args, 1, err.id, err.message, err.hint)
-        if _out_of_resources(exc):  # `ulimit -v`, a container's memory limit: the world's too
+        if out_of_resources(exc):  # `ulimit -v`, a container's memory limit: the world's too
             return _fail(args, 1, "env.out-of-resources", f"the doctor ran out of memory or threads ({type(exc).__name__}: {exc})",
                          "raise the limits it runs under (ulimit -v, ulimit -u, the container's memory), or free memory")
         import traceback  # only here: importing it costs a few ms of every start
@@ -133,9 +136,6 @@ def _writing_output(exc: OSError) -> bool:
     codes = (click.utils.echo.__code__, _flush_output.__code__)
     return any(frame.f_code in codes for frame, _ in traceback.walk_tb(exc.__traceback__))
 
-
-def _out_of_resources(exc: BaseException) -> bool:
-    return isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError) and str(exc).startswith("can't start new thread"))
 
 
 def run() -> None:

@@ -40,3 +40,17 @@ class Terminated(KeyboardInterrupt):
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
+
+
+def out_of_resources(exc: BaseException) -> bool:
+    """Memory or threads ran out (`ulimit -v`, a container's limit): the world's fault, neither a
+    damaged file's nor the doctor's (the CLI's env.out-of-resources, exit 1)."""
+    return isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError) and str(exc).startswith("can't start new thread"))
+
+
+def reraise_out_of_resources(exc: BaseException) -> None:
+    """For an `except Exception` that names a damaged file or a failed probe: running out of memory
+    is neither, and a tight limit once had check call libtorch_cpu.so "not a usable ELF file"
+    with the fix "install it again". The run ends with the one error that names the limit."""
+    if out_of_resources(exc):
+        raise exc

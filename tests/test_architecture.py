@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("doctor", "doctor.model", "doctor.errors", "doctor.quoting", "doctor.bounded", "doctor.formats",
               "doctor.findings")),
     ("catalog", ("doctor.catalog",)),
-    ("host", ("doctor.host", "doctor.writes")),
+    ("host", ("doctor.host", "doctor.writes", "doctor.address_space")),
     ("probe", ("doctor.probe",)),
     ("verdicts", ("doctor.diagnose", "doctor.policy", "doctor.requirements", "doctor.fixes")),
     ("text", ("doctor.explain", "doctor.render")),

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
+from doctor.errors import reraise_out_of_resources
 from doctor.host import Host
 from doctor.model import Evidence
 from doctor.probe.elf import CXX11_STRING, OLD_STRING, TORCH_NAMESPACES, abi_from_counts, read_elf
@@ -84,6 +85,7 @@ def inspect_binary(host: Host, path: str, ld_cache: dict[str, list[str]]) -> Bin
         facts.needed, elf = resolve_needed(host, PurePath(path), ld_cache)
         undefined, _own, _ = read_symbols(str(host.real(path)))
     except Exception as exc:  # not an ELF file, truncated, hostile
+        reraise_out_of_resources(exc)
         facts.error = f"not a readable ELF file: {type(exc).__name__}: {exc}"[:300]
         return facts
     facts.readable = True
@@ -125,6 +127,7 @@ def _load_set(host: Host, facts: BinaryFacts, ld_cache: dict[str, list[str]]) ->
             _undef, names, verdefs = read_symbols(str(host.real(path)))
             deps, _ = resolve_needed(host, PurePath(path), ld_cache)
         except Exception as exc:
+            reraise_out_of_resources(exc)
             facts.evidence.append(Evidence("elf", path, f"unreadable: {exc}"[:200]))
             continue
         defined |= names
@@ -139,7 +142,7 @@ def _load_set(host: Host, facts: BinaryFacts, ld_cache: dict[str, list[str]]) ->
                 facts.torch_abi_loaded = abi_from_counts(info.cxx11_symbols or 0, info.old_abi_symbols or 0)
                 facts.evidence.append(Evidence("elf", path, f"{info.cxx11_symbols} std::__cxx11::string symbols, "
                                                f"{info.old_abi_symbols} old-ABI std::string symbols"))
-            except Exception:
-                pass
+            except Exception as exc:
+                reraise_out_of_resources(exc)
         queue.extend(d.path for d in deps if d.path and d.path not in seen)
     return defined

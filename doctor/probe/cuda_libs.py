@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from doctor.catalog.toolkit import CUDA_LIBRARIES, cuda_library_for_soname, cuda_library_for_symbol, split_cuda_package
+from doctor.errors import reraise_out_of_resources
 from doctor.host import Host
 from doctor.model import Evidence
 from doctor.probe.binary import read_symbols
@@ -234,6 +235,7 @@ def detect_cuda_libs(host: Host, lib_dir: str | None, python_location: str | Non
             resolved, _elf = resolve_needed(host, PurePath(consumer), ld_cache)
             undefined, defined, _ = read_symbols(str(host.real(consumer)))
         except Exception as exc:
+            reraise_out_of_resources(exc)
             facts.evidence.append(Evidence("elf", consumer, f"unreadable: {exc}"[:200]))
             continue
         defined_by[consumer] = defined
@@ -261,7 +263,8 @@ def detect_cuda_libs(host: Host, lib_dir: str | None, python_location: str | Non
         if lib.path not in defined_by:
             try:
                 defined_by[lib.path] = read_symbols(str(host.real(lib.path)))[1]
-            except Exception:
+            except Exception as exc:
+                reraise_out_of_resources(exc)
                 defined_by[lib.path] = set()
         defined = defined_by[lib.path]
         _version(host, lib, defined, facts.pip_packages)

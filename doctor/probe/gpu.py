@@ -18,6 +18,7 @@ from pathlib import PurePath
 from typing import Any
 
 from doctor.catalog.cuda import GPU_LIBRARY_PREFIXES, GPU_MAIN_LIBRARY
+from doctor.errors import reraise_out_of_resources
 from doctor.host import Host
 from doctor.model import Evidence
 from doctor.probe.apple import AppleFacts, detect_apple
@@ -142,6 +143,7 @@ def gpu_library_needs(host: Host, lib_dir: str, library: str, ld_cache: dict[str
     try:
         out, elf = resolve_needed(host, path, ld_cache, prefixes)
     except Exception as exc:  # an empty or foreign file: nothing to resolve
+        reraise_out_of_resources(exc)
         return [], Evidence("elf", str(path), f"unreadable: {exc}")
     wanted = [r.name for r in out]
     ev = Evidence("elf", str(path), f"NEEDED {', '.join(wanted) or '(no CUDA/ROCm libraries)'}; "

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
+from doctor.errors import reraise_out_of_resources
 from doctor.host import Host
 from doctor.model import Evidence
 from doctor.probe.binary import read_version_definitions
@@ -42,6 +43,7 @@ def detect_libstdcxx(host: Host, lib_dir: str | None, ld_cache: dict[str, list[s
             info = read_elf(str(path), str(host.real(path)))
             resolved, _ = resolve_needed(host, path, ld_cache, prefixes=("libstdc++.so",))
         except Exception as exc:
+            reraise_out_of_resources(exc)
             facts.evidence.append(Evidence("elf", str(path), f"unreadable: {exc}"[:200]))
             continue
         wanted = info.version_needs.get("libstdc++.so.6", [])
@@ -63,5 +65,6 @@ def detect_libstdcxx(host: Host, lib_dir: str | None, ld_cache: dict[str, list[s
             facts.evidence.append(Evidence("elf", facts.path, f"via {facts.via}; defines up to "
                                            + ", ".join(v for v in facts.versions[-2:])))
         except Exception as exc:
+            reraise_out_of_resources(exc)
             facts.evidence.append(Evidence("elf", facts.path, f"unreadable: {exc}"[:200]))
     return facts

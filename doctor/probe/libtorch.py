@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
+from doctor.errors import reraise_out_of_resources
 from doctor.host import Host
 from doctor.model import Evidence
 from doctor.probe import hasktorch_cache
@@ -316,6 +317,7 @@ def _read_libc10(host: Host, install: LibtorchInstall, c10: PurePath, abi_flag: 
     try:
         info = read_elf(str(c10), str(host.real(c10)), count_abi_symbols=install.abi is None)
     except Exception as exc:  # empty, truncated, not ELF, a FIFO: a fact for diagnose, never a crash
+        reraise_out_of_resources(exc)
         reason = str(exc) if isinstance(exc, (ElfProblem, OSError)) else f"unreadable ({type(exc).__name__}: {exc})"
         install.broken_libraries[c10.name] = reason[:300]
         install.evidence.append(Evidence("elf", str(c10), reason[:300]))

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from doctor.catalog.platforms import loader_variable, separator
+from doctor.errors import reraise_out_of_resources
 from doctor.host import Host
 from doctor.model import Evidence
 from doctor.probe.elf import read_elf
@@ -150,6 +151,7 @@ def detect_loader(host: Host, lib_dir: str | None, ld_cache: dict[str, list[str]
         try:
             view.needed, elf = resolve_needed(host, path, ld_cache)
         except Exception as exc:  # empty, truncated, not ELF, a FIFO: its NEEDED are unknown, not "resolved"
+            reraise_out_of_resources(exc)
             if isinstance(exc, PermissionError):  # the libtorch area names the permissions
                 facts.denied.append(name)
             facts.unreadable.append(f"{name}: {str(exc)[:300]}")

@@ -14,6 +14,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from doctor.errors import reraise_out_of_resources
+
 # Mach-O magic numbers (as read big-endian from the first 4 bytes).
 FAT = {0xCAFEBABE: 8, 0xCAFEBABF: 16}  # fat header; entry size of 32- and 64-bit fat_arch is 20/32
 THIN = {0xFEEDFACE, 0xFEEDFACF, 0xCEFAEDFE, 0xCFFAEDFE}
@@ -121,6 +123,7 @@ def read_macho(display: str, real: str) -> MachOInfo:
     try:
         parsed = MachO(real)
     except Exception as exc:  # macholib raises ValueError, struct.error, ... on damaged files
+        reraise_out_of_resources(exc)
         raise MachOProblem(f"damaged Mach-O file ({type(exc).__name__}: {str(exc)[:200]})") from exc
     kinds = {mach_o.LC_LOAD_DYLIB: "load", mach_o.LC_LOAD_WEAK_DYLIB: "weak", mach_o.LC_REEXPORT_DYLIB: "reexport",
              mach_o.LC_LAZY_LOAD_DYLIB: "lazy", mach_o.LC_LOAD_UPWARD_DYLIB: "upward"}
