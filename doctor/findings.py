@@ -62,6 +62,7 @@ FINDINGS: dict[str, str] = {
     "link.library-missing": "the linker was not given libtorch's library directory (`<root>/lib`)",
     "loader.empty-entry": 'the dynamic loader reads an empty entry of `LD_LIBRARY_PATH` as the current folder',
     "loader.library-not-found": 'the program was built, but at run time the dynamic loader searches only RPATH/RUNPATH, `LD_LIBRARY_PATH` (`DYLD_LIBRARY_PATH` on macOS, `PATH` on …',
+    "loader.map-failed": "the loader found a library but the kernel would not map it: a noexec mount, or an address-space limit (`ulimit -v`)",
     "loader.preload": 'every library in `LD_PRELOAD` is loaded into every program before anything else',
     "macos.duplicate-rpath": 'two build layers each add the same `-rpath` — e.g',
     "macos.min-version": "a library needs a newer macOS than the program targets or the machine runs",

@@ -147,6 +147,17 @@ def exec_mount(folder: str) -> str:
             "and options), or remount that one with exec; then point LIBTORCH there")
 
 
+def unmappable_library(folder: str | None, cause: str | None) -> str:
+    """ld.so found a library but could not map it: a noexec mount, or an address-space limit.
+    `cause` is "noexec", "limit", or None when the log does not say which."""
+    where = sh_paste(folder) if folder else "<the library's folder>"
+    noexec = (f"if `findmnt -no OPTIONS -T {where}` lists noexec, move the library to a file system mounted without "
+              "it (for extensions built under /tmp: TMPDIR=<such a folder>), or remount that one with exec")
+    limit = ("if `ulimit -v` prints a number, raise it (ulimit -v unlimited, or ask for a larger limit) or run where "
+             "none applies (a compute node, not the login node): libtorch_cuda.so alone maps over a gigabyte")
+    return {"noexec": noexec, "limit": limit}.get(cause or "") or f"{noexec}; {limit}"
+
+
 def exec_tmpdir() -> str:
     """TMPDIR on a noexec mount: run the build probe from a folder where programs may run."""
     return 'mkdir -p ~/.cache/tmp && TMPDIR=~/.cache/tmp doctor check --build  (any folder on a mount without noexec)'

@@ -202,6 +202,20 @@ def _duplicate_rpath(match: Match, facts: MachineFacts) -> Advice:
     return Advice(f"duplicate LC_RPATH '{path}'", detail, fix, subject=path)
 
 
+def _map_failed(match: Match, facts: MachineFacts) -> Advice:
+    libs = match.values("lib")
+    lib = libs[0] if libs else "a library"
+    why = match.values("why")
+    cause = {"Operation not permitted": "noexec", "Cannot allocate memory": "limit"}.get(why[0]) if why else None
+    folder = str(PurePath(lib).parent) if "/" in lib else None
+    said = {"noexec": ": its file system is mounted noexec", "limit": ": the address-space limit is too small"}
+    detail = [match.rule.cause]
+    if cause:
+        detail.append(f"The log gives the reason, '{why[0]}': " + ("a noexec mount." if cause == "noexec" else "a limit."))
+    return Advice(f"{lib} could not be mapped into memory{said.get(cause or '', '')}", detail,
+                  fixes.unmappable_library(folder, cause), subject=lib)
+
+
 def _cmake(match: Match, facts: MachineFacts) -> Advice:
     install = _install(facts)
     detail = [match.rule.cause]
@@ -600,6 +614,7 @@ ADVISORS: dict[str, Callable[[Match, MachineFacts], Advice]] = {**CUDA_ADVISORS,
     "arch.mismatch": _arch,
     "glibc.too-old": _glibc,
     "macos.duplicate-rpath": _duplicate_rpath,
+    "loader.map-failed": _map_failed,
     "cmake.torch-not-found": _cmake,
     "cxx.std-too-old": _cxx_std,
     "headers.missing": _headers,

@@ -171,6 +171,22 @@ TABLE: tuple[Rule, ...] = (
         explains=("link.library-missing", "loader.library-not-found", "glibc.too-old"),
     ),
     Rule(
+        "loader.map-failed",
+        "the loader found a library but could not map it into memory",
+        "ld.so opened the file, but the kernel refused to map it: the file lies on a file system mounted "
+        "noexec (/tmp, /dev/shm or a hardened home: 'Operation not permitted'), or the process runs under an "
+        "address-space limit (ulimit -v on a login node or a shared host: 'Cannot allocate memory') smaller "
+        "than the libraries; libtorch_cuda.so alone maps over a gigabyte. Older glibc adds the reason, newer does not.",
+        fixes.unmappable_library(None, None),
+        (
+            sign(r"(?P<lib>[^\s:'\"]+): failed to map segment from shared object"
+                 r"(?:: (?P<why>Operation not permitted|Cannot allocate memory))?",
+                 "failed to map segment from shared object",
+                 "ImportError: libgcc_s.so.1: failed to map segment from shared object",
+                 "ImportError: libtorch_cuda.so: failed to map segment from shared object"),
+        ),
+    ),
+    Rule(
         "macos.duplicate-rpath",
         "a binary carries the same LC_RPATH twice, which dyld rejects",
         "Two build layers each add the same -rpath (for example cabal's extra-lib-dirs and an -optl "

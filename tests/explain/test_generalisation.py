@@ -34,7 +34,9 @@ THIN = {"cmake.torch-library-missing", "link.as-needed", "link.library-missing",
         # issue 15 asks for 3; about 30 searches of public issues, pages and code found 2 (see the stop's closing note)
         "dist.version-mismatch",
         # musl (Alpine): torch does not install there, so few public logs exist; 3 found
-        "glibc.missing"}
+        "glibc.missing",
+        # a noexec mount or `ulimit -v` under torch: 3 public logs found (others are of other programs)
+        "loader.map-failed"}
 
 
 def score(split: str) -> tuple[float, list[str]]:
