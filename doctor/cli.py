@@ -137,7 +137,6 @@ def _writing_output(exc: OSError) -> bool:
     return any(frame.f_code in codes for frame, _ in traceback.walk_tb(exc.__traceback__))
 
 
-
 def run() -> None:
     """The `doctor` console script and `python -m doctor`: `main()`, then exit.
 

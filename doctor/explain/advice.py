@@ -211,7 +211,7 @@ def _map_failed(match: Match, facts: MachineFacts) -> Advice:
     said = {"noexec": ": its file system is mounted noexec", "limit": ": the address-space limit is too small"}
     detail = [match.rule.cause]
     if cause:
-        detail.append(f"The log gives the reason, '{why[0]}': " + ("a noexec mount." if cause == "noexec" else "a limit."))
+        detail.append(f"The log gives the reason, '{why[0]}': " + ("a noexec mount." if cause == "noexec" else "an address-space limit."))
     return Advice(f"{lib} could not be mapped into memory{said.get(cause or '', '')}", detail,
                   fixes.unmappable_library(folder, cause), subject=lib)
 
