@@ -224,6 +224,19 @@ def for_terminal(text: str, one_line: bool = False) -> str:
     return _terminal_unsafe(one_line).sub(_escape, text)
 
 
+def for_json(text: str) -> str:
+    """`text` as a string every JSON reader takes: each byte of an undecodable name as \\xNN, as
+    for_terminal shows it. Python holds such a byte as a lone surrogate, which json.dumps writes
+    as "\\udcff", an escape RFC 8259 leaves undefined and strict readers (serde_json, Go's
+    encoding/json, `doctor diff`) refuse or turn into U+FFFD."""
+    return _lone_surrogate().sub(_escape, text)
+
+
+@functools.cache
+def _lone_surrogate() -> re.Pattern[str]:
+    return re.compile("[\ud800-\udfff]")
+
+
 @functools.cache
 def _terminal_unsafe(one_line: bool) -> re.Pattern[str]:
     # What a terminal acts on instead of showing: C0 controls (ESC begins colour, title and OSC 52

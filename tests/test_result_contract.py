@@ -141,6 +141,25 @@ def test_diff_success_and_failure(reports):
     assert data["error"]["id"] == "usage.not-a-report" and "env.bad-value" in data["error"]["message"]
 
 
+def test_an_undecodable_path_is_written_as_valid_unicode(tmp_path):
+    """A folder named with the byte 0xff (Python holds it as a lone surrogate): the report carries
+    it as the text \\xff, as the text report shows it, never as the escape "\\udcff" that strict
+    readers (serde_json, `doctor diff`) refuse. diff takes what check wrote."""
+    import os
+
+    from doctor.bounded import lone_surrogate
+
+    root = tmp_path / os.fsdecode(b"lib\xfftorch")
+    root.mkdir()
+    data, r = envelope(["check", "--json"], env={"LIBTORCH": str(root)})
+    assert "\\ud" not in r.stdout and lone_surrogate(data) is None
+    assert str(tmp_path / "lib\\xfftorch") in [c["root"] for c in data["facts"]["libtorch"]["candidates"]]
+    report = tmp_path / "a.json"
+    report.write_text(r.stdout, encoding="utf-8")
+    data, r = envelope(["diff", "--json", str(report), str(report)])
+    assert r.returncode == 0 and data["facts"]["differences"] == []
+
+
 def test_smoke_and_bench_results_are_reports():
     data, _ = envelope(["smoke", "--json", "--device", "cpu", "--steps", "5"])
     assert data["command"] == "smoke" and data["areas"]

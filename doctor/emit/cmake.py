@@ -50,4 +50,6 @@ def render(install, host: Host) -> str:
         # already names the lib dir and tests run without a loader variable.
         "buildPresets": [{"name": PRESET, "configurePreset": PRESET}],
     }
-    return json.dumps(doc, indent=2) + "\n"
+    # CMake reads presets as UTF-8: written as such, an undecodable path reaches emit's refusal
+    # instead of becoming a "\\udcff" escape that names no folder.
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

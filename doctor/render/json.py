@@ -20,6 +20,7 @@ import json
 from typing import Any
 
 from doctor.model import SCHEMA_VERSION, Level, Report, to_jsonable
+from doctor.quoting import for_json
 
 SCHEMA = "torch-doctor/report"
 ENVELOPE_KEYS = ("schema", "schema_version", "command", "doctor_version", "ok", "exit_code")
@@ -71,7 +72,20 @@ def as_dict(report: Report) -> dict:
 
 
 def dumps(data: dict) -> str:
-    return json.dumps(data, indent=2)
+    text = json.dumps(data, indent=2)
+    if "\\ud" in text:  # a lone surrogate (an undecodable path), or a character beyond U+FFFF as its pair
+        text = json.dumps(_valid_unicode(data), indent=2)
+    return text
+
+
+def _valid_unicode(value: Any) -> Any:
+    if isinstance(value, str):
+        return for_json(value)
+    if isinstance(value, dict):
+        return {for_json(k): _valid_unicode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_valid_unicode(v) for v in value]
+    return value
 
 
 def render(report: Report, verbose: int = 0, color: bool = False) -> str:

@@ -80,7 +80,7 @@ def test_cmake_refuses_a_path_a_preset_would_expand():
 
 def test_cmake_preset_configures_find_package_torch_with_no_flags(tmp_path, wheel_root):
     need("cmake")
-    awkward = tmp_path / "we ird 'q' $x"
+    awkward = tmp_path / "we ird 'q' $x é"  # the preset is UTF-8 text: é is written as is
     awkward.mkdir()
     (awkward / "torch").symlink_to(wheel_root, target_is_directory=True)
     project = tmp_path / "project"
@@ -94,6 +94,20 @@ def test_cmake_preset_configures_find_package_torch_with_no_flags(tmp_path, whee
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"torch-doctor-found torch;torch_library;{awkward}/torch/lib/libc10.so" in out.stdout
+
+
+def test_cmake_refuses_a_path_that_is_not_utf8(tmp_path, wheel_root):
+    """A folder name holding the byte 0xff: JSON escaped as "\\udcff", CMake read it as the bytes
+    ED B3 BF and looked in a folder that does not exist. Refused, as cabal and cargo refuse it."""
+    import os
+
+    odd = tmp_path / os.fsdecode(b"t\xfforch")
+    odd.symlink_to(wheel_root, target_is_directory=True)
+    out = tmp_path / "CMakeUserPresets.json"
+    got = doctor_subprocess("emit", "cmake", "--libtorch", str(odd), "-o", str(out))
+    assert got.returncode == 1, got.stderr
+    assert "is not valid UTF-8, which the cmake format cannot carry" in got.stderr
+    assert not out.exists()
 
 
 def test_github_appends_to_github_env_and_path(tmp_path):
