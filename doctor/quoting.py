@@ -224,11 +224,12 @@ def for_terminal(text: str, one_line: bool = False) -> str:
     return _terminal_unsafe(one_line).sub(_escape, text)
 
 
-def for_json(text: str) -> str:
-    """`text` as a string every JSON reader takes: each byte of an undecodable name as \\xNN, as
-    for_terminal shows it. Python holds such a byte as a lone surrogate, which json.dumps writes
-    as "\\udcff", an escape RFC 8259 leaves undefined and strict readers (serde_json, Go's
-    encoding/json, `doctor diff`) refuse or turn into U+FFFD."""
+def valid_unicode(text: str) -> str:
+    """`text` as a file others parse can hold it (JSON, JUnit XML, markdown, workflow commands):
+    each byte of an undecodable name as \\xNN, as for_terminal shows it. Python holds such a byte
+    as a lone surrogate: json.dumps writes it as "\\udcff", an escape RFC 8259 leaves undefined
+    (serde_json and `doctor diff` refuse it), and the other formats got the raw byte, which is
+    not UTF-8 (expat refuses the whole JUnit file)."""
     return _lone_surrogate().sub(_escape, text)
 
 

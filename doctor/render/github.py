@@ -12,6 +12,7 @@ import secrets
 from collections.abc import Mapping
 
 from doctor.model import Finding, Level, Report
+from doctor.quoting import valid_unicode
 
 # Only these levels become annotations; ok/info findings stay in the log.
 COMMAND = {Level.ERROR: "error", Level.WARNING: "warning"}
@@ -58,7 +59,7 @@ def render(report: Report, verbose: int = 0, color: bool = False) -> str:
         token = secrets.token_hex(16)
     lines = [f"::stop-commands::{token}", body, f"::{token}::"]
     lines.extend(a for f in report.findings if (a := annotation(f, report.strict)) is not None)
-    return "\n".join(lines)
+    return valid_unicode("\n".join(lines))
 
 
 def warning(title: str, message: str) -> str:

@@ -20,7 +20,7 @@ import json
 from typing import Any
 
 from doctor.model import SCHEMA_VERSION, Level, Report, to_jsonable
-from doctor.quoting import for_json
+from doctor.quoting import valid_unicode
 
 SCHEMA = "torch-doctor/report"
 ENVELOPE_KEYS = ("schema", "schema_version", "command", "doctor_version", "ok", "exit_code")
@@ -80,9 +80,9 @@ def dumps(data: dict) -> str:
 
 def _valid_unicode(value: Any) -> Any:
     if isinstance(value, str):
-        return for_json(value)
+        return valid_unicode(value)
     if isinstance(value, dict):
-        return {for_json(k): _valid_unicode(v) for k, v in value.items()}
+        return {valid_unicode(k): _valid_unicode(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_valid_unicode(v) for v in value]
     return value

@@ -13,6 +13,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from doctor.model import Finding, Level, Report
+from doctor.quoting import valid_unicode
 
 # XML 1.0 forbids most control characters even when escaped; log excerpts can contain them.
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -80,4 +81,4 @@ def build(report: Report) -> ET.Element:
 def render(report: Report, verbose: int = 0, color: bool = False) -> str:
     root = build(report)
     ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + valid_unicode(ET.tostring(root, encoding="unicode"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from doctor.model import Level, Report
+from doctor.quoting import valid_unicode
 
 MARK = {Level.OK: "✅", Level.INFO: "ℹ️", Level.WARNING: "⚠️", Level.ERROR: "❌"}
 _PUNCT = re.compile(r"([\\`*_\[\]|~])")
@@ -55,7 +56,7 @@ def render(report: Report, verbose: int = 0, color: bool = False) -> str:
         lines.append("")
     if verbose:
         lines += _evidence(report)
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return valid_unicode("\n".join(lines).rstrip("\n") + "\n")
 
 
 def _evidence(report: Report) -> list[str]:

@@ -265,3 +265,31 @@ def test_markdown_renders_as_the_tables_it_claims():
     assert rows[0][2] == ERROR.title + "".join(ERROR.detail.splitlines())  # <br> between lines
     assert rows[0][3] == ERROR.fix
     assert rows[1][2].endswith("#include <torch/torch.h> will fail")
+
+
+@pytest.mark.parametrize("fmt", ["junit", "markdown", "github"])
+def test_an_undecodable_path_keeps_each_format_readable(tmp_path, fmt):
+    """A LIBTORCH folder named with the byte 0xff reached these files raw: not UTF-8, so expat
+    refused the whole JUnit report. Each shows it as \\xff, as the text report does (the JSON
+    envelope: tests/test_result_contract.py)."""
+    import os
+    import subprocess
+    import sys
+
+    from testsupport.ci_support import doctor_env
+
+    (tmp_path / "home").mkdir()
+    root = tmp_path / os.fsdecode(b"lib\xfftorch")
+    root.mkdir()
+    summary = tmp_path / "summary.md"
+    env = doctor_env(tmp_path, LIBTORCH=str(root), GITHUB_STEP_SUMMARY=str(summary))
+    r = subprocess.run([sys.executable, "-m", "doctor", "check", "--format", fmt], cwd=tmp_path, env=env,
+                       capture_output=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    out = r.stdout.decode("utf-8")  # strict: a raw 0xff fails here
+    assert "/lib\\xfftorch" in out  # markdown also escapes the _ of the test's folder
+    if fmt == "junit":
+        ET.fromstring(r.stdout)
+    if fmt == "github":
+        assert any("lib\\xfftorch" in m.group(3) for m in annotations(out))
+        assert "lib\\xfftorch" in summary.read_bytes().decode("utf-8")
