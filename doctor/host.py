@@ -169,7 +169,7 @@ class Host:
     def is_regular(self, path: str | os.PathLike[str]) -> bool:
         """A regular file (after symlinks): not a FIFO, socket or device."""
         try:
-            return stat.S_ISREG(os.stat(self.real(path)).st_mode)
+            return stat.S_ISREG(os.stat(self._fs_path(path)).st_mode)
         except (OSError, ValueError):
             return False
 
@@ -192,7 +192,7 @@ class Host:
 
     def listdir(self, path: str | os.PathLike[str]) -> list[str]:
         try:
-            return sorted(os.listdir(self.real(path)))
+            return sorted(os.listdir(self._fs_path(path)))
         except (OSError, ValueError):
             return []
 
@@ -212,7 +212,7 @@ class Host:
         return frozenset() if pruned is None else pruned[1]
 
     def access(self, path: str | os.PathLike[str], mode: int) -> bool:
-        return _safely(lambda: os.access(self.real(path), mode))
+        return _safely(lambda: os.access(self._fs_path(path), mode))
 
     def _nearest_existing(self, path: str | os.PathLike[str]) -> Path | None:
         """`real(path)`, or its nearest parent that exists: what a folder not made yet will live on."""

@@ -355,7 +355,7 @@ def detect_libtorch(host: Host, python: PythonTorch | None) -> LibtorchFacts:
     for root, origins, evidence in merged.values():
         candidates.append(inspect_tree(host, root, origins, evidence))
     candidates.sort(key=lambda c: min(ORIGIN_RANK[o] for o in c.origins))
-    active, reason = _choose(host, candidates)
+    active, reason = _choose(host, candidates, {root: key for key, (root, _, _) in merged.items()})
     searched = [name for name, _ in PRECEDENCE]
     return LibtorchFacts(candidates, active, reason, searched)
 
@@ -367,7 +367,8 @@ def _canonical(host: Host, root: str) -> str:
         return root
 
 
-def _choose(host: Host, candidates: list[LibtorchInstall]) -> tuple[int | None, str]:
+def _choose(host: Host, candidates: list[LibtorchInstall], canonical: dict[str, str]) -> tuple[int | None, str]:
+    """The candidate a build would take, and why. `canonical`: each candidate's root resolved."""
     if not candidates:
         return None, "no libtorch found in any of the places a build looks"
     reasons = dict(PRECEDENCE)
@@ -381,8 +382,9 @@ def _choose(host: Host, candidates: list[LibtorchInstall]) -> tuple[int | None, 
     if origin == "LIBTORCH_HOME":
         # Setup.hs builds against exactly $LIBTORCH_HOME/<LIBTORCH_VERSION>/<platform>/<LIBTORCH_CUDA_VERSION>.
         req = hasktorch_cache.hasktorch_request(host)
+        wanted = _canonical(host, req.tree) if req.tree else None
         for i, c in enumerate(candidates):
-            if "LIBTORCH_HOME" in c.origins and req.tree and _canonical(host, c.root) == _canonical(host, req.tree):
+            if "LIBTORCH_HOME" in c.origins and wanted and canonical[c.root] == wanted:
                 asked = (f"LIBTORCH_VERSION={req.version}" + ("" if req.version_from_env else " (Setup.hs default)")
                          + f", LIBTORCH_CUDA_VERSION={req.flavour}" + ("" if req.flavour_from_env else " (default)"))
                 return i, reasons[origin] + f", matching {asked}"
