@@ -77,7 +77,7 @@ def loader_area(l: LoaderFacts) -> Area:
                 Level.WARNING,
                 f"{', '.join(missing)} not on the loader path: programs linked against libtorch will not start",
                 detail=f"{l.lib_dir} is neither in {l.variable} nor in the ld.so cache; a program built with -ltorch "
-                "and no rpath fails with 'libc10.so: cannot open shared object file'.",
+                f"and no rpath fails with '{missing[0]}: cannot open shared object file'.",
                 fix=fixes.run_time_path(l.lib_dir, variable=l.variable),
                 area="loader",
                 evidence=[Evidence("env", l.variable, ":".join(l.search_path) or "(unset)")],

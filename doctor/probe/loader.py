@@ -143,13 +143,21 @@ def detect_loader(host: Host, lib_dir: str | None, ld_cache: dict[str, list[str]
     facts.empty_entry = bool(value) and "" in value.split(":")
     if lib_dir is None:
         return facts
+    # ld.so loads LD_PRELOAD's libraries first and then takes them for every NEEDED entry of
+    # their name, before any search: a preloaded libc10.so is the one every program gets.
+    preloaded = {PurePath(r.path).name: r.path for r in facts.preload if r.path}
+
+    def as_loaded(r: Resolution) -> Resolution:
+        return Resolution(r.name, preloaded[r.name], "LD_PRELOAD") if r.name in preloaded else r
+
     for name in MAIN_LIBRARIES:
         path = PurePath(lib_dir) / name
         if not host.exists(path):
             continue
-        view = LibraryView(name, _resolve(host, name, [], [], search, ld_cache, defaults))
+        view = LibraryView(name, as_loaded(_resolve(host, name, [], [], search, ld_cache, defaults)))
         try:
             view.needed, elf = resolve_needed(host, path, ld_cache)
+            view.needed = [as_loaded(r) for r in view.needed]
         except Exception as exc:  # empty, truncated, not ELF, a FIFO: its NEEDED are unknown, not "resolved"
             reraise_out_of_resources(exc)
             if isinstance(exc, PermissionError):  # the libtorch area names the permissions

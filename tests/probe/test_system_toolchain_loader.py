@@ -202,3 +202,32 @@ def test_the_loader_really_searches_the_current_folder_for_an_empty_entry(tmp_pa
                                   capture_output=True).returncode
             for value in ("/nonexistent", "/nonexistent:", ":/nonexistent", "/a::/b")}
     assert runs == {"/nonexistent": 127, "/nonexistent:": 0, ":/nonexistent": 0, "/a::/b": 0}
+
+
+def test_a_preloaded_libtorch_library_is_the_one_programs_get(tmp_path, wheel_root):
+    """ld.so takes an LD_PRELOAD library for every NEEDED entry of its name: a program linked
+    with -lc10 and no rpath starts with the wheel's libc10.so preloaded (run here for real), so
+    the loader view says so instead of "not found", and only the others are missing."""
+    from doctor.diagnose.loader import loader_area
+    from doctor.probe.loader import read_ld_cache
+
+    lib = wheel_root / "lib"
+    src = tmp_path / "main.c"
+    src.write_text("int main(void) { return 0; }\n")
+    exe = tmp_path / "needs-c10"
+    subprocess.run(["gcc", "-o", str(exe), str(src), "-Wl,--no-as-needed", f"-L{lib}", "-lc10"], check=True)
+    alone = subprocess.run([str(exe)], capture_output=True, text=True, env={})
+    assert alone.returncode == 127 and "libc10.so: cannot open shared object file" in alone.stderr
+    preload = str(lib / "libc10.so")
+    assert subprocess.run([str(exe)], capture_output=True, env={"LD_PRELOAD": preload}).returncode == 0
+
+    host = Host(env={"LD_PRELOAD": preload})
+    loader = detect_loader(host, str(lib), read_ld_cache(host))
+    views = {v.library: v for v in loader.libraries}
+    assert (views["libc10.so"].for_programs.path, views["libc10.so"].for_programs.via) == (preload, "LD_PRELOAD")
+    assert [(r.path, r.via) for r in views["libtorch_cpu.so"].needed if r.name == "libc10.so"] == [(preload, "LD_PRELOAD")]
+    area = loader_area(loader)
+    missing = next(f for f in area.findings if f.id == "loader.library-not-found")
+    assert missing.title.startswith("libtorch.so, libtorch_cpu.so not on the loader path")
+    assert "'libtorch.so: cannot open shared object file'" in missing.detail
+    assert f"libc10.so: via LD_PRELOAD → {preload}" in area.details
