@@ -59,14 +59,38 @@ def sh_quote(value: str) -> str:
 _BARE = re.compile(r"[A-Za-z0-9_@%+,./:-][A-Za-z0-9_@%+=,./:-]*")
 
 
+# What for_terminal shows as an escape: in plain quotes, the pasted command would hold the
+# escape's text (`\xff`), naming another path.
+_UNSHOWABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]+")  # TAB and LF are shown as they are
+
+
 def sh_paste(value: str) -> str:
     """`value` for a command shown to be pasted: bare when it holds only characters no shell treats
     specially (keeps everyday fixes readable), single-quoted otherwise. A leading '=' is quoted:
-    zsh expands `=cmd` to a path."""
+    zsh expands `=cmd` to a path. Control characters and the bytes of an undecodable name go in
+    `$'\\xNN'` pieces, as GNU ls's shell-escape quoting writes them: the text shown is then the
+    value's exact bytes in bash, zsh and ksh (dash before POSIX.1-2024 stops at the `$'`)."""
     if "\0" in value:
         # Only text from a log can hold NUL (no real path can): show it, the command could not use it.
         value = value.replace("\0", "\\x00")
-    return value if _BARE.fullmatch(value) else sh_quote(value)
+    if _BARE.fullmatch(value):
+        return value
+    parts, at = [], 0
+    for m in _UNSHOWABLE.finditer(value):
+        if m.start() > at:
+            parts.append(sh_quote(value[at:m.start()]))
+        parts.append("$'" + "".join(f"\\x{b:02x}" for ch in m.group() for b in _bytes_of(ch)) + "'")
+        at = m.end()
+    if at < len(value) or not parts:
+        parts.append(sh_quote(value[at:]))
+    return "".join(parts)
+
+
+def _bytes_of(ch: str) -> bytes:
+    try:
+        return ch.encode("utf-8", "surrogateescape")  # an undecodable name's byte, as it was
+    except UnicodeEncodeError:  # a surrogate no file name decodes to (log text)
+        return ch.encode("utf-8", "surrogatepass")
 
 
 def sh_prepend(variable: str, elements: list[str]) -> str:
