@@ -77,7 +77,12 @@ def read_launch(env: Mapping[str, str]) -> Launch | None:
 def _store_address(env: Mapping[str, str], launcher: str) -> tuple[str, int]:
     addr = env.get("MASTER_ADDR", "").strip()
     if not addr and launcher == "slurm":
-        addr = first_host(env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or "")
+        name = "SLURM_JOB_NODELIST" if env.get("SLURM_JOB_NODELIST") else "SLURM_NODELIST"
+        try:
+            addr = first_host(env.get(name) or "")
+        except ValueError as exc:
+            raise UsageError(f"{name}={env[name][:80]!r} is not a Slurm host list: {exc}",
+                             'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"') from None
     if not addr:
         raise UsageError(f"no rendezvous address: MASTER_ADDR is not set (started by {launcher})",
                          "export MASTER_ADDR=<the first node's address> MASTER_PORT=29500 before the launcher")
@@ -96,32 +101,58 @@ def _int(env: Mapping[str, str], name: str, low: int, high: int) -> int:
 
 
 def first_host(nodelist: str) -> str:
-    """The first host of a Slurm node list: "gpu[07-09,12],cpu1" -> "gpu07" (zero padding kept)."""
-    nodelist = nodelist.strip()[:4096]
-    m = re.match(r"([^,\[]+)(?:\[([^\]]*)\])?", nodelist)
-    if not m:
-        return ""
-    prefix, ranges = m.group(1), m.group(2)
-    if ranges is None:
-        return prefix
-    first = ranges.split(",")[0].split("-")[0]
-    return prefix + first
+    """The first host of a Slurm node list: "gpu[07-09,12],cpu1" -> "gpu07" (zero padding kept),
+    "rack[1-2]-n[01-04]" -> "rack1-n01". Raises ValueError when it is not a host list."""
+    hosts = expand_nodelist(nodelist, limit=1)
+    return hosts[0] if hosts else ""
+
+
+# One host expression: text and bracketed ranges, in turn ("rack", "1-2", "-n", "01-04", "").
+_HOST = re.compile(r"[^\[\],\s]*(?:\[[^\[\]]*\][^\[\],\s]*)*")
 
 
 def expand_nodelist(nodelist: str, limit: int = 4096) -> list[str]:
-    """Every host of a Slurm node list ("n[1-3],m05" -> n1 n2 n3 m05), at most `limit` of them."""
-    hosts: list[str] = []
-    for m in re.finditer(r"([^,\[]+)(?:\[([^\]]*)\])?(?:,|$)", nodelist.strip()[:65536]):
-        prefix, ranges = m.group(1), m.group(2)
-        if ranges is None:
-            hosts.append(prefix)
+    """The hosts of a Slurm node list, as `scontrol show hostnames` lists them ("n[1-2]-ib[3-4],m05"
+    -> n1-ib3 n1-ib4 n2-ib3 n2-ib4 m05; commas and blanks separate; each bracket a list of numbers
+    and ranges, zero padding kept), at most `limit`. Raises ValueError for what Slurm would not
+    have written: an unclosed bracket, a range that is not numbers or runs backwards."""
+    text, hosts, at = nodelist.strip()[:65536], [], 0
+    while at < len(text) and len(hosts) < limit:
+        if text[at] in ", \t\n":
+            at += 1
             continue
-        for part in ranges.split(","):
-            lo, _, hi = part.partition("-")
-            if not lo.isdigit() or (hi and not hi.isdigit()):
-                continue
-            for n in range(int(lo), int(hi or lo) + 1):
-                hosts.append(f"{prefix}{n:0{len(lo)}d}")
-                if len(hosts) >= limit:
-                    return hosts
+        m = _HOST.match(text, at)
+        if not m.group() or (m.end() < len(text) and text[m.end()] not in ", \t\n"):
+            raise ValueError(f"an unmatched bracket at character {m.end() + 1}")
+        pieces = re.split(r"\[([^\]]*)\]", m.group())
+        ranges = [_numbers(r) for r in pieces[1::2]]
+        hosts.extend(_combine(pieces[0::2], ranges, limit - len(hosts)))
+        at = m.end()
     return hosts
+
+
+def _numbers(spec: str) -> list[tuple[range, int]]:
+    out = []
+    for part in spec.split(","):
+        lo, dash, hi = part.strip().partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()) or len(lo) > 9 or len(hi) > 9:
+            raise ValueError(f"[{spec[:40]}] is not a list of numbers and ranges")
+        if int(hi or lo) < int(lo):
+            raise ValueError(f"the range {part} runs backwards")
+        out.append((range(int(lo), int(hi or lo) + 1), len(lo)))
+    return out
+
+
+def _combine(texts: list[str], ranges: list[list[tuple[range, int]]], limit: int) -> list[str]:
+    """Every name texts[0] n1 texts[1] n2 …, the first bracket varying slowest (as Slurm
+    orders them), at most `limit`, without building the product of large ranges."""
+    if not ranges:
+        return [texts[0]][:limit]
+    out: list[str] = []
+    for numbers, width in ranges[0]:
+        for n in numbers:
+            for rest in _combine(texts[1:], ranges[1:], limit - len(out)):
+                out.append(f"{texts[0]}{n:0{width}d}{rest}")
+            if len(out) >= limit:
+                return out
+    return out

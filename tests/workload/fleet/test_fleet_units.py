@@ -84,11 +84,51 @@ def test_no_launcher():
     assert read_launch({"PATH": "/bin", "HOME": "/root"}) is None
 
 
-def test_slurm_node_lists():
-    assert first_host("gpu[07-09,12],cpu1") == "gpu07"
-    assert first_host("t-cn0117") == "t-cn0117"
-    assert expand_nodelist("gpu[07-09,12],cpu1") == ["gpu07", "gpu08", "gpu09", "gpu12", "cpu1"]
+# Written as Slurm writes node lists: ranges with zero padding, several brackets in one name,
+# blanks and empty entries between names.
+NODE_LISTS = ["gpu[07-09,12],cpu1", "t-cn0117", "rack[1-2]-n[01-04]", "n[1-2][3-4]", "n[010-012]", "n[9-11]",
+              "n-[1-2]", "[1-2]", "n[1-2],,m1", "n[1-2] m1", "a,b"]
+
+
+def test_slurm_node_lists_expand_as_scontrol_expands_them(tmp_path):
+    """`scontrol show hostnames` (slurm-client, installed by scripts/test) is the oracle; it
+    needs only a configuration file to read, no controller."""
+    import os
+    import subprocess
+
+    from testsupport.emit_helpers import need
+
+    need("scontrol")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=probe\nSlurmctldHost=localhost\nNodeName=localhost CPUs=1 State=UNKNOWN\n"
+                    "PartitionName=p Nodes=localhost Default=YES\n")
+    env = {"PATH": os.environ["PATH"], "SLURM_CONF": str(conf)}
+    for text in NODE_LISTS:
+        out = subprocess.run(["scontrol", "show", "hostnames", text], env=env, capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out.stderr
+        assert expand_nodelist(text) == out.stdout.split(), text
+        assert first_host(text) == out.stdout.split()[0]
+    for text in ["n[3-1]", "n[a-b]"]:  # refused by both
+        out = subprocess.run(["scontrol", "show", "hostnames", text], env=env, capture_output=True, text=True, timeout=30)
+        assert "Invalid hostlist" in out.stdout + out.stderr
+        with pytest.raises(ValueError):
+            expand_nodelist(text)
+    # An unclosed bracket: scontrol prints "node]" and "5"; the doctor refuses it.
+    with pytest.raises(ValueError, match="unmatched bracket"):
+        expand_nodelist("node[1-3,5")
     assert len(expand_nodelist("n[0-99999999]", limit=10)) == 10
+    assert expand_nodelist("a[1-3][1-99999999]", limit=2) == ["a11", "a12"]
+    assert first_host("node[1-3]-ib") == "node1-ib"  # a suffix: Slurm 22.05 refuses it, later ones write it
+
+
+def test_the_store_host_is_the_first_of_the_node_list():
+    env = recorded_env("slurm-srun-N1-n4.env")  # srun sets both; the job's list is read first
+    lists = {"SLURM_JOB_NODELIST": "rack[1-2]-n[01-04]", "SLURM_NODELIST": "rack[1-2]-n[01-04]"}
+    assert read_launch(env | lists).master_addr == "rack1-n01"
+    with pytest.raises(UsageError) as err:
+        read_launch(env | {"SLURM_JOB_NODELIST": "node[1-3,5"})
+    assert err.value.message.startswith("SLURM_JOB_NODELIST='node[1-3,5' is not a Slurm host list: an unmatched bracket")
+    assert "scontrol show hostnames" in err.value.hint and err.value.exit_code == 2
 
 
 # -- network facts (Host over a fake root; real formats) --
