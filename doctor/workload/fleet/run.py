@@ -4,6 +4,7 @@ a data-parallel step; rank 0 builds the report. Every phase is bounded by `timeo
 from __future__ import annotations
 
 import dataclasses
+import os
 from datetime import timedelta
 from typing import Any
 
@@ -35,6 +36,11 @@ def run_fleet(host: Host, timeout: float, sizes: tuple[int, ...] = DEFAULT_SIZES
         raise UsageError("`doctor fleet` was not started by a launcher: no RANK/WORLD_SIZE (torchrun), "
                          "SLURM_PROCID/SLURM_NTASKS (srun), OMPI_COMM_WORLD_* (mpirun) or PMI_* in the environment",
                          NO_LAUNCHER_HINT)
+    if "TORCH_CPP_LOG_LEVEL" not in host.env:
+        # torch's C++ logger prints every failed attempt to reach the store with a 37-frame
+        # backtrace, burying the one line each rank prints; the exception keeps the reason.
+        # Read when torch loads; a level the user chose is kept.
+        os.environ["TORCH_CPP_LOG_LEVEL"] = "FATAL"
     torch = require_torch("fleet")
     dist = torch.distributed
     launch_facts = dataclasses.asdict(launch)

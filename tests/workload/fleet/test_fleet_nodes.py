@@ -91,9 +91,12 @@ def test_a_rank_whose_store_never_starts_says_so(tmp_path):
                                           "MASTER_PORT": str(port)})
     code, out, err = finish([start_rank("r1", env, ["--timeout", "3"], tmp_path)], 120)["r1"]
     assert code == 1 and out == ""
-    # torch's own c10d logger prints its line too; ours is the one `error:` line
-    ours = [line for line in err.splitlines() if line.startswith("error:")]
-    assert len(ours) == 1 and ours[0].startswith(f"error: rank 1 could not reach the rendezvous store at 127.0.0.1:{port} within 3 s")
+    # the one line, not under torch's C++ log of each attempt (37 frames of backtrace each)
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(f"error: rank 1 could not reach the rendezvous store at 127.0.0.1:{port} within 3 s")
+    # a log level the user set is theirs
+    code, _, err = finish([start_rank("r1", env | {"TORCH_CPP_LOG_LEVEL": "WARNING"}, ["--timeout", "3"], tmp_path)], 120)["r1"]
+    assert code == 1 and "TCPStore.cpp" in err and err.splitlines()[-1].startswith("error: rank 1 could not reach")
 
 
 def test_mpirun_style_ranks_join_and_agree(tmp_path):
