@@ -95,7 +95,9 @@ def read_elf(path: str, real_path: str, count_abi_symbols: bool = False) -> ElfI
     try:
         info = os.fstat(fd)
         if not st.S_ISREG(info.st_mode):
-            raise ElfProblem("not a regular file (a FIFO, socket or device)")
+            kind = ("a directory" if st.S_ISDIR(info.st_mode) else "a named pipe" if st.S_ISFIFO(info.st_mode)
+                    else "a socket" if st.S_ISSOCK(info.st_mode) else "a device")
+            raise ElfProblem(f"not a regular file ({kind})")
         head = os.read(fd, 64)
     finally:
         os.close(fd)

@@ -57,8 +57,16 @@ def test_check_fifo_in_place_of_libc10_does_not_hang(tmp_path, abi_libs):
     host = Host.for_test(tmp_path, env={"LIBTORCH": "/opt/libtorch"})
     facts = gather_facts(host)  # would block forever on open() of the FIFO
     active = facts["libtorch"].active_install
-    assert active.broken_libraries == {"libc10.so": "not a regular file (a FIFO, socket or device)"}
+    assert active.broken_libraries == {"libc10.so": "not a regular file (a named pipe)"}
     assert any(f.id == "libtorch.path-invalid" and "not a usable library" in f.title for f in findings(host, facts))
+
+
+def test_check_directory_in_place_of_libc10_is_called_one(tmp_path, abi_libs):
+    root = make_tree(tmp_path / "opt/libtorch", "2.13.0", "cpu", libc10=abi_libs["cxx11"])
+    (root / "lib/libc10.so").unlink()
+    (root / "lib/libc10.so").mkdir()  # what was said: "a FIFO, socket or device"
+    host = Host.for_test(tmp_path, env={"LIBTORCH": "/opt/libtorch"})
+    assert gather_facts(host)["libtorch"].active_install.broken_libraries == {"libc10.so": "not a regular file (a directory)"}
 
 
 def test_check_fifo_version_file_and_pyproject_do_not_hang(tmp_path, abi_libs):
