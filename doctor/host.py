@@ -174,12 +174,15 @@ class Host:
             return False
 
     def path_kind(self, path: str | os.PathLike[str]) -> str:
-        """What a path names, after symlinks, in one word ("directory", "file", "missing", "loop",
-        "denied", …; diagnose/common.py words them): a message can then say "is a file, not a
+        """What a path names, after symlinks, in one word ("directory", "file", "missing", "dangling",
+        "loop", "denied", …; diagnose/common.py words them): a message can then say "is a file, not a
         directory" or "is a symbolic link loop" where it used to say "does not exist"."""
+        real = self._fs_path(path)
         try:
-            mode = os.stat(self._fs_path(path)).st_mode
+            mode = os.stat(real).st_mode
         except OSError as exc:
+            if exc.errno == errno.ENOENT and os.path.islink(real):  # a link to a removed tree (a Nix GC, a move)
+                return "dangling"
             return {errno.ELOOP: "loop", errno.EACCES: "denied", errno.EPERM: "denied",
                     errno.ENAMETOOLONG: "too-long", errno.ENOTDIR: "under-file"}.get(exc.errno, "missing")
         except ValueError:  # a NUL byte

@@ -18,6 +18,7 @@ NOT_A_DIRECTORY = {
     "socket": "is a socket, not a directory",
     "device": "is a device, not a directory",
     "loop": "is a symbolic link loop",
+    "dangling": "is a symbolic link to a path that does not exist",
     "denied": "cannot be reached (permission denied)",
     "too-long": "is too long a path for this system",
     "under-file": "does not exist (a file stands where one of its parent folders should be)",

@@ -72,6 +72,14 @@ def _denied_finding(c: LibtorchInstall, variable: str | None, active: bool) -> F
     )
 
 
+def _incomplete(c: LibtorchInstall) -> str:
+    """What a tree lacks: "(no include/torch, lib/libc10.so is a symbolic link to a path that does
+    not exist)", a tree of links into a store that was cleaned."""
+    parts = [f"no {rel}" if kind == "missing" else f"{rel} {not_a_directory(kind)}"
+             for path, kind in c.missing.items() for rel in [_relative(path, PurePath(c.root))]]
+    return f"is not a complete libtorch ({', '.join(parts) or 'no include/torch or lib/libc10'})"
+
+
 def _relative(path: str, root: PurePath) -> str:
     try:
         return str(PurePath(path).relative_to(root))
@@ -99,7 +107,7 @@ def _tree_findings(c: LibtorchInstall, system: SystemFacts, active: bool = True)
     if not c.exists or not c.complete:
         if "LIBTORCH_INCLUDE/LIBTORCH_LIB" in c.origins and len(c.origins) == 1:
             return out  # diagnose/clients.py names the variable that is wrong (issue 18)
-        what = not_a_directory(c.root_kind) if not c.exists else "is not a complete libtorch (no include/torch or lib/libc10)"
+        what = not_a_directory(c.root_kind) if not c.exists else _incomplete(c)
         if c.nearby_root:
             what += f"; the libtorch root is {c.nearby_root}"
         shown = sh_paste(c.root) if c.root != c.root.strip() else c.root  # quotes make a blank at either end visible

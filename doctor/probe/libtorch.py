@@ -96,6 +96,7 @@ class LibtorchInstall:
     denied: list[str] = field(default_factory=list)  # paths in the tree this user may not read (permissions)
     noexec: bool = False  # its lib dir is on a file system mounted noexec: no program can map its libraries
     nearby_root: str | None = None  # when incomplete: the complete tree one level off (its lib/, or the zip's parent)
+    missing: dict[str, str] = field(default_factory=dict)  # when incomplete: include/torch or libc10's path -> Host.path_kind
 
     @property
     def label(self) -> str:
@@ -200,6 +201,9 @@ def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evide
     install.libraries = [name for name in names if host.exists(PurePath(lib_dir) / name)]
     c10 = PurePath(lib_dir) / _lib_name(host, "c10", system)
     install.complete = host.is_dir(PurePath(include) / "torch") and host.exists(c10)
+    if not install.complete:
+        kinds = {str(PurePath(include) / "torch"): ("directory",), str(c10): ("file", "directory", "fifo", "socket", "device")}
+        install.missing = {path: kind for path, ok in kinds.items() if (kind := host.path_kind(path)) not in ok}
     install.denied = _denied(host, [p, PurePath(include), PurePath(lib_dir)],
                              [PurePath(lib_dir) / name for name in install.libraries])
     install.noexec = bool(install.libraries) and host.noexec(lib_dir)

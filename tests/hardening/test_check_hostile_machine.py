@@ -380,10 +380,31 @@ def test_LIBTORCH_one_level_off_gets_the_root_as_its_fix(tmp_path, abi_libs, nam
     result = doctor_subprocess("check", "--json", env={"LIBTORCH": value})
     invalid = [f for f in json.loads(result.stdout)["findings"] if f["id"] == "libtorch.path-invalid"]
     assert [(f["title"], f["fix"]) for f in invalid] == [(
-        f"LIBTORCH={value} is not a complete libtorch (no include/torch or lib/libc10); the libtorch root is {root}",
+        f"LIBTORCH={value} is not a complete libtorch (no include/torch, no lib/libc10.so); the libtorch root is {root}",
         f"export LIBTORCH={root}")], result.stdout
     emitted = doctor_subprocess("emit", "setenv", env={"LIBTORCH": value})
     assert emitted.returncode == 1 and f"hint: pass --libtorch {root}" in emitted.stderr, emitted.stderr
+
+
+def test_a_tree_of_links_into_a_removed_store_says_which_link(tmp_path, abi_libs):
+    """A tree whose files are symbolic links into a store that was cleaned (a Nix garbage
+    collection, a moved conda env): each broken part named with what it is, not "does not exist"."""
+    root = make_tree(tmp_path / "opt/libtorch", "2.13.0", "cpu", libc10=abi_libs["cxx11"])
+    (root / "lib/libc10.so").unlink()
+    (root / "lib/libc10.so").symlink_to(tmp_path / "store/gone/lib/libc10.so")
+    shutil.rmtree(root / "include/torch")
+    (root / "include/torch").symlink_to("torch")  # a loop
+    result = doctor_subprocess("check", "--json", env={"LIBTORCH": str(root)})
+    titles = [f["title"] for f in json.loads(result.stdout)["findings"] if f["title"].startswith("LIBTORCH=")]
+    assert titles == [f"LIBTORCH={root} is not a complete libtorch (include/torch is a symbolic link loop, "
+                      "lib/libc10.so is a symbolic link to a path that does not exist)"], titles
+    candidate = json.loads(result.stdout)["facts"]["libtorch"]["candidates"][0]
+    assert candidate["missing"] == {f"{root}/include/torch": "loop", f"{root}/lib/libc10.so": "dangling"}
+    gone = tmp_path / "gone"
+    gone.symlink_to(tmp_path / "nowhere")
+    result = doctor_subprocess("check", "--json", env={"LIBTORCH": str(gone)})
+    titles = [f["title"] for f in json.loads(result.stdout)["findings"] if f["id"] == "libtorch.path-invalid"]
+    assert titles == [f"LIBTORCH={gone} is a symbolic link to a path that does not exist"], titles
 
 
 def test_LIBTORCH_with_a_blank_at_the_end_is_shown_quoted_and_fixed(tmp_path, abi_libs):
