@@ -169,6 +169,14 @@ def drop_empty_entries(variable: str) -> str:
             f'(and prepend with {variable}="/x${{{variable}:+:${variable}}}", which adds no empty entry)')
 
 
+def absolute_entries(variable: str, absolute: dict[str, str]) -> str:
+    """Relative :-list entries written as the folders they name from here, and the idiom for a
+    script (which is run from the folder it means)."""
+    shown = ", ".join(f"{sh_paste(rel)} → {sh_paste(path)}" for rel, path in list(absolute.items())[:3])
+    return (f"write them as absolute folders in {variable} ({shown} from this folder); "
+            f'a script setting it from its own folder can prefix "$PWD/"')
+
+
 def preload_without() -> str:
     """LD_PRELOAD holding what a libtorch program should not get."""
     return "unset LD_PRELOAD, or set it to the libraries you mean to preload, each an existing absolute path"

@@ -33,6 +33,18 @@ def _every_program(l: LoaderFacts) -> tuple[list[str], list[Finding]]:
             f"`export {l.variable}=/x:${l.variable}` run while the variable was unset leaves one.",
             fix=fixes.drop_empty_entries(l.variable), area="loader",
             evidence=[e for e in l.evidence if e.kind == "env" and e.source == l.variable][:1], subject=l.variable))
+    if l.relative_entries:
+        shown = ", ".join(l.relative_entries)
+        findings.append(Finding(
+            "loader.relative-entry", Level.WARNING,
+            f"{l.variable} has relative entries ({shown}): the loader looks for them from the folder a program "
+            "is started in",
+            detail=f"ld.so takes a relative entry of {l.variable} from the current folder: started in the project "
+            "folder a program finds its libraries, started from build/, by a test runner or an IDE it stops with "
+            "'libc10.so: cannot open shared object file'. "
+            f"`export {l.variable}=libtorch/lib:${l.variable}`, as tutorials write it, makes one.",
+            fix=fixes.absolute_entries(l.variable, l.relative_entries), area="loader",
+            evidence=[e for e in l.evidence if e.kind == "env" and e.source == l.variable][:1], subject=l.variable))
     preloads = {
         "LD_PRELOAD names libraries the loader cannot find": (
             [r.name for r in l.preload if r.path is None],

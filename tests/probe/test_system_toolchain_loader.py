@@ -204,6 +204,30 @@ def test_the_loader_really_searches_the_current_folder_for_an_empty_entry(tmp_pa
     assert runs == {"/nonexistent": 127, "/nonexistent:": 0, ":/nonexistent": 0, "/a::/b": 0}
 
 
+def test_a_relative_ld_library_path_entry_is_found_from_where_a_program_starts(tmp_path):
+    """ld.so takes `here` from the folder a program is started in (a real program, twice); the
+    doctor names such entries with the folder each names from its own, and leaves $ORIGIN alone."""
+    from doctor.diagnose.loader import loader_area
+
+    (tmp_path / "here").mkdir()
+    (tmp_path / "build").mkdir()
+    (tmp_path / "foo.c").write_text("int foo(void) { return 42; }\n")
+    (tmp_path / "main.c").write_text("int foo(void); int main(void) { return foo() == 42 ? 0 : 1; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", tmp_path / "here/libfoo.so", tmp_path / "foo.c"], check=True)
+    subprocess.run(["gcc", "-o", tmp_path / "main", tmp_path / "main.c", f"-L{tmp_path / 'here'}", "-lfoo"], check=True)
+    runs = [subprocess.run([tmp_path / "main"], cwd=cwd, env={"LD_LIBRARY_PATH": "here"}, capture_output=True).returncode
+            for cwd in (tmp_path, tmp_path / "build")]
+    assert runs == [0, 127]
+
+    host = Host.for_test(tmp_path, env={"LD_LIBRARY_PATH": "libtorch/lib:$ORIGIN/../lib:/opt/x:./lib"})
+    loader = detect_loader(host, None, {})
+    assert loader.relative_entries == {"libtorch/lib": "/work/libtorch/lib", "./lib": "/work/lib"}
+    (finding,) = [f for f in loader_area(loader).findings if f.id == "loader.relative-entry"]
+    assert finding.title.startswith("LD_LIBRARY_PATH has relative entries (libtorch/lib, ./lib)")
+    assert "libtorch/lib → /work/libtorch/lib, ./lib → /work/lib" in finding.fix
+    assert detect_loader(Host.for_test(tmp_path, env={"LD_LIBRARY_PATH": "/a:$ORIGIN"}), None, {}).relative_entries == {}
+
+
 def test_a_preloaded_libtorch_library_is_the_one_programs_get(tmp_path, wheel_root):
     """ld.so takes an LD_PRELOAD library for every NEEDED entry of its name: a program linked
     with -lc10 and no rpath starts with the wheel's libc10.so preloaded (run here for real), so
