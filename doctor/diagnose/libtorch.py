@@ -112,6 +112,9 @@ def _tree_findings(c: LibtorchInstall, system: SystemFacts, active: bool = True)
             what += f"; the libtorch root is {c.nearby_root}"
         shown = sh_paste(c.root) if c.root != c.root.strip() else c.root  # quotes make a blank at either end visible
         named_by = f"{variable}={shown}" if variable else shown
+        value = next((e.excerpt for e in c.evidence if e.kind == "env" and e.source == variable), "")
+        if value.strip() and not PurePath(value).is_absolute():  # LIBTORCH=libtorch: the value, and the folder it names here
+            named_by = f"{variable}={sh_paste(value)} ({shown})"
         if variable and c.nearby_root:
             fix = f"export {variable}={sh_paste(c.nearby_root)}"
         elif variable:

@@ -174,11 +174,18 @@ def _lib_name(host: Host, stem: str, system: str | None = None) -> str:
     return {"Darwin": f"lib{stem}.dylib", "Windows": f"{stem}.dll"}.get(system or host.system, f"lib{stem}.so")
 
 
+def _absolute(host: Host, path: str) -> str:
+    """A relative LIBTORCH (`libtorch`, `--libtorch ../lt`) as the folder it names from here: the
+    paths check advises and emit writes must not depend on where a build or program starts."""
+    return path if not path.strip() or PurePath(path).is_absolute() else str(host.cwd / path)
+
+
 def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evidence]) -> LibtorchInstall:
+    root = _absolute(host, root)
     p = PurePath(root)
     split = "LIBTORCH_INCLUDE/LIBTORCH_LIB" in origins
-    lib_dir = str(PurePath(host.env.get("LIBTORCH_LIB") or root) / "lib") if split else str(p / "lib")
-    include = str(PurePath(host.env.get("LIBTORCH_INCLUDE") or root) / "include") if split else str(p / "include")
+    lib_dir = str(PurePath(_absolute(host, host.env.get("LIBTORCH_LIB") or root)) / "lib") if split else str(p / "lib")
+    include = str(PurePath(_absolute(host, host.env.get("LIBTORCH_INCLUDE") or root)) / "include") if split else str(p / "include")
     install = LibtorchInstall(
         root=root,
         origins=origins,

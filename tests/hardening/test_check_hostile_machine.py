@@ -407,6 +407,25 @@ def test_a_tree_of_links_into_a_removed_store_says_which_link(tmp_path, abi_libs
     assert titles == [f"LIBTORCH={gone} is a symbolic link to a path that does not exist"], titles
 
 
+def test_a_relative_LIBTORCH_is_the_folder_it_names_from_here(tmp_path, abi_libs):
+    """LIBTORCH=libtorch (as tutorials set it) named paths that depend on where a build or program
+    starts: emit wrote LD_LIBRARY_PATH='libtorch/lib' (the trap loader.relative-entry reports), and
+    check advised it. Now both use the folder it names from where the doctor runs."""
+    root = make_tree(tmp_path / "proj/libtorch", "2.13.0", "cpu", libc10=abi_libs["cxx11"])
+    emitted = doctor_subprocess("emit", "setenv", "--shell", "bash", env={"LIBTORCH": "libtorch"}, cwd=tmp_path / "proj")
+    assert emitted.returncode == 0, emitted.stderr
+    assert f"export LIBTORCH='{root}'" in emitted.stdout
+    assert f"_torch_doctor_prepend LD_LIBRARY_PATH '{root}/lib'" in emitted.stdout
+    result = doctor_subprocess("check", "--json", env={"LIBTORCH": "libtorch"}, cwd=tmp_path / "proj")
+    data = json.loads(result.stdout)
+    assert data["facts"]["libtorch"]["candidates"][0]["root"] == str(root)
+    fixes = [f["fix"] for f in data["findings"] if f["id"] == "loader.library-not-found"]
+    assert fixes and fixes[0].startswith(f'export LD_LIBRARY_PATH="{root}/lib$'), fixes
+    missing = doctor_subprocess("check", "--json", env={"LIBTORCH": "nope"}, cwd=tmp_path / "proj")
+    titles = [f["title"] for f in json.loads(missing.stdout)["findings"] if f["id"] == "libtorch.path-invalid"]
+    assert titles == [f"LIBTORCH=nope ({tmp_path}/proj/nope) does not exist"], titles
+
+
 def test_LIBTORCH_with_a_blank_at_the_end_is_shown_quoted_and_fixed(tmp_path, abi_libs):
     """`export LIBTORCH="$(cat path.txt)"` keeping a trailing space: invisible in the message unless
     quoted; the root without it is named, with the export that fixes it."""
