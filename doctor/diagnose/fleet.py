@@ -180,7 +180,7 @@ def collectives_area(backend: str, checks: list[dict], rows: list[dict], latency
     details = [f"latency ({8} B): " + ", ".join(f"{op} {us:.0f} µs" for op, us in latency.items())] if latency else []
     details += bandwidth_table(rows)
     best = max((r["busbw_gbs"] for r in rows if r["op"] == "all_reduce"), default=0.0)
-    summary = (f"all_reduce, all_gather, broadcast correct on {world} ranks; all_reduce busbw up to {best:.2f} GB/s"
+    summary = (f"all_reduce, all_gather, broadcast correct on {world} rank{'s' * (world != 1)}; all_reduce busbw up to {best:.2f} GB/s"
                if not findings else f"{len(findings)} wrong result(s)")
     return Area(name, title, summary, details, findings)
 
@@ -219,7 +219,7 @@ def training_area(results: list[dict]) -> Area:
     if findings:
         return Area("training", "Data-parallel training", f"{len(findings)} problem(s)", findings=findings)
     return Area("training", "Data-parallel training",
-                f"gradients average across {t['ranks']} ranks (max |error| {t['grad_error']:.1e} vs full batch); "
+                f"gradients average across {t['ranks']} rank{'s' * (t['ranks'] != 1)} (max |error| {t['grad_error']:.1e} vs full batch); "
                 f"parameters identical; loss {t['first_loss']:.3f} → {t['last_loss']:.3f} in {t['steps']} steps")
 
 
