@@ -65,7 +65,7 @@ def ask_interpreter(host: Host, python: str, timeout: float = 10.0) -> dict:
         return own
     run = host.run([python, "-I", "-c", SCRIPT], timeout=timeout)
     if not run.ok:
-        raise UsageError(f"--python {python}: could not run it ({run.error or run.stderr.strip()[:200] or run.returncode})",
+        raise UsageError(f"--python {python}: could not run it ({run.error or run.stderr.strip()[:200] or f'it exited with {run.returncode}'})",
                           "pass the path of a Python interpreter, e.g. .venv/bin/python")
     try:
         data = json.loads(run.stdout[:MAX_OUTPUT])

@@ -57,11 +57,13 @@ def test_variables_collect_env_reports():
     assert facts.variables == {"NCCL_DEBUG": "INFO", "CUDA_MODULE_LOADING": "LAZY"}
 
 
-@pytest.mark.parametrize("bad", ["/nonexistent/python", "/bin/true"])
-def test_not_an_interpreter_is_a_usage_error(bad):
+@pytest.mark.parametrize("bad, says", [("/nonexistent/python", "No such file or directory"),
+                                       ("/bin/true", "did not answer like a Python interpreter"),
+                                       ("/bin/false", "could not run it (it exited with 1)")])
+def test_not_an_interpreter_is_a_usage_error(bad, says):
     with pytest.raises(UsageError) as err:
         interpreter_host(Host.for_test(Path("/"), {"PATH": "/usr/bin:/bin"}), bad)
-    assert err.value.exit_code == 2 and "--python" in err.value.message
+    assert err.value.exit_code == 2 and err.value.message.startswith(f"--python {bad}") and says in err.value.message
 
 
 def test_own_interpreter_answers_in_process_as_the_subprocess_would(tmp_path):
