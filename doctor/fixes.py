@@ -5,6 +5,7 @@ fact taken from the catalog. Pure: text in, text out."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import PurePath
 
 from doctor.catalog.platforms import loader_variable
 from doctor.catalog.releases import ABI_DEFINE, PRE_CXX11_LAST, has_pre_cxx11
@@ -175,6 +176,16 @@ def absolute_entries(variable: str, absolute: dict[str, str]) -> str:
     shown = ", ".join(f"{sh_paste(rel)} → {sh_paste(path)}" for rel, path in list(absolute.items())[:3])
     return (f"write them as absolute folders in {variable} ({shown} from this folder); "
             f'a script setting it from its own folder can prefix "$PWD/"')
+
+
+def unshadow_torch(package: str, via: str) -> str:
+    """Let `import torch` reach the installed torch again."""
+    parent = sh_paste(str(PurePath(package).parent))
+    if via == "current folder":
+        return "start Python from another folder (a PyTorch checkout's torch/ is sources to build from), or rename ./torch"
+    if via == "PYTHONPATH":
+        return f"remove {parent} from PYTHONPATH (or `unset PYTHONPATH`)"
+    return f"remove {sh_paste(package)}, or the .pth file that adds {parent} to sys.path"
 
 
 def preload_without() -> str:

@@ -8,6 +8,7 @@ version that was used to compile PyTorch (Y)", a different minor only logs a war
 
 from __future__ import annotations
 
+from doctor import fixes
 from doctor.catalog.toolkit import host_compiler_limit, major_minor, newest_cuda_for
 from doctor.model import Area, Evidence, Finding, Level
 from doctor.probe.cuda_toolkit import CudaToolkitFacts
@@ -143,6 +144,22 @@ def libstdcxx_findings(f) -> list[Finding]:
         area="cuda", evidence=f.evidence, subject=f.path)]
 
 
+def _torch_shadowed(p, torch) -> Finding:
+    what = f"torch {p.torch_import_version}" if p.torch_import_version else "a source tree: no version.py"
+    where = {"current folder": "A torch/ folder in the current folder comes first for python -c, -m, the REPL and "
+                               "scripts started here",
+             "PYTHONPATH": "PYTHONPATH puts it before site-packages",
+             "sys.path": "it is earlier on sys.path (a .pth file, or site-packages order)"}[p.torch_import_via]
+    return Finding(
+        "python.torch-shadowed", Level.WARNING,
+        f"`import torch` takes {p.torch_import} ({what}), not the installed torch {torch.version} in {torch.location}",
+        detail=f"{where}. A PyTorch source checkout fails with \"No module named 'torch._C'\"; another copy runs "
+               "another version than pip reports, with its own libtorch.",
+        fix=fixes.unshadow_torch(p.torch_import, p.torch_import_via),
+        area="python-env", evidence=[Evidence("file", f"{p.torch_import}/__init__.py", p.torch_import_via)],
+        subject=p.torch_import)
+
+
 def pyenv_area(p) -> Area | None:
     """The Python environment as collect_env reports it, and a `python` on PATH that is another one."""
     if p is None:
@@ -162,6 +179,8 @@ def pyenv_area(p) -> Area | None:
                 f"`doctor check --python {p.python_on_path}` to inspect that one",
             area="python-env", evidence=p.evidence, subject=p.python_on_path))
     torch = next((pkg for pkg in p.packages if pkg.name == "torch"), None)
+    if torch and p.torch_import and not p.torch_import_installed:
+        findings.append(_torch_shadowed(p, torch))
     summary = f"Python {p.version}" + (f", torch {torch.version}" if torch else ", no torch") + \
         f", {sum(1 for pkg in p.packages if pkg.name.startswith('nvidia-'))} nvidia-* packages"
     return Area("python-env", "Python environment", summary, details, findings)

@@ -56,6 +56,12 @@ class PyEnvFacts:
     variables: dict[str, str] = field(default_factory=dict)
     python_on_path: str | None = None  # `python` (or `python3`) on PATH: its sys.executable
     python_on_path_prefix: str | None = None  # and its sys.prefix
+    # The torch package `import torch` takes: a torch/ in the current folder first (python -c, -m,
+    # the REPL and a script here put it there), then sys.path in order.
+    torch_import: str | None = None
+    torch_import_via: str | None = None  # "current folder" | "PYTHONPATH" | "sys.path"
+    torch_import_version: str | None = None  # its version.py's __version__; None: none (a source tree)
+    torch_import_installed: bool = True  # it is the installed torch distribution's package
     evidence: list[Evidence] = field(default_factory=list)
 
 
@@ -110,6 +116,29 @@ def read_packages(host: Host, sys_path: list[str]) -> list[Package]:
     return sorted(found.values(), key=lambda p: p.name)
 
 
+def _torch_import(host: Host, facts: PyEnvFacts) -> None:
+    """Which torch package `import torch` takes, and whether it is the installed distribution's: a
+    PyTorch source checkout in the current folder, or another copy on PYTHONPATH, wins over it."""
+    from doctor.probe.versions import parse_version_py
+
+    pythonpath = {p for p in host.env.get("PYTHONPATH", "").split(os.pathsep) if p}
+    places = [(str(host.cwd), "current folder")] + [(e, "PYTHONPATH" if e in pythonpath else "sys.path")
+                                                     for e in facts.sys_path if e]
+    found = next(((str(PurePath(entry) / "torch"), via) for entry, via in places
+                  if host.is_file(PurePath(entry) / "torch" / "__init__.py")), None)
+    installed = next((p for p in facts.packages if p.name == "torch"), None)
+    if found is None or installed is None:
+        return
+    facts.torch_import, facts.torch_import_via = found
+    text = host.read_text(PurePath(found[0]) / "version.py", limit=64 << 10)
+    facts.torch_import_version = parse_version_py(text).get("__version__") if text else None
+    try:
+        same = host.real(found[0]).resolve() == host.real(PurePath(installed.location) / "torch").resolve()
+    except (OSError, RuntimeError, ValueError):
+        same = PurePath(found[0]).parent == PurePath(installed.location)
+    facts.torch_import_installed = same
+
+
 def detect_pyenv(host: Host) -> PyEnvFacts | None:
     try:
         data = ask_interpreter(host, host.python)
@@ -131,6 +160,7 @@ def detect_pyenv(host: Host) -> PyEnvFacts | None:
                 if metas:
                     p.installer = "conda"
     facts.variables = {k: v for k, v in host.env.items() if k in VARIABLES or k.startswith("NCCL_")}
+    _torch_import(host, facts)
     on_path = host.which("python") or host.which("python3")
     if on_path:
         # A venv's python is a symlink to the base interpreter: what tells them apart is sys.prefix.

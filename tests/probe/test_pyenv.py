@@ -82,3 +82,35 @@ def test_own_interpreter_answers_in_process_as_the_subprocess_would(tmp_path):
     # Any other interpreter, or a test root, is asked for real.
     assert Host.for_test(tmp_path, python=sys.executable).own_interpreter() is None
     assert Host.for_test(Path("/"), python="/usr/bin/python3").own_interpreter() is None
+
+
+def test_the_torch_that_import_takes_before_the_installed_one(tmp_path):
+    """A torch/ on PYTHONPATH, and a PyTorch checkout's torch/ (no version.py) in the current folder:
+    what the doctor says `import torch` takes is what a real `python -c 'import torch'` takes."""
+    import json
+
+    from testsupport.support import REPO, doctor_subprocess
+
+    shadow = tmp_path / "old"
+    (shadow / "torch").mkdir(parents=True)
+    (shadow / "torch/__init__.py").write_text("")
+    (shadow / "torch/version.py").write_text("__version__ = '1.8.0'\n")
+    checkout = tmp_path / "pytorch"
+    (checkout / "torch").mkdir(parents=True)
+    (checkout / "torch/__init__.py").write_text("")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    cases = [({"PYTHONPATH": f"{shadow}{os.pathsep}{REPO}"}, plain, "PYTHONPATH", "1.8.0"),
+             ({}, checkout, "current folder", None)]
+    for env, cwd, via, version in cases:
+        real = subprocess.run([sys.executable, "-c", "import torch, os; print(os.path.dirname(torch.__file__))"],
+                              cwd=cwd, env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
+        data = json.loads(doctor_subprocess("check", "--json", env=env, cwd=cwd).stdout)
+        pyenv = data["facts"]["pyenv"]
+        assert (pyenv["torch_import"], pyenv["torch_import_via"]) == (real.stdout.strip(), via)
+        assert (pyenv["torch_import_version"], pyenv["torch_import_installed"]) == (version, False)
+        (finding,) = [f for f in data["findings"] if f["id"] == "python.torch-shadowed"]
+        assert finding["title"].startswith(f"`import torch` takes {real.stdout.strip()} (")
+    data = json.loads(doctor_subprocess("check", "--json", cwd=plain).stdout)
+    assert data["facts"]["pyenv"]["torch_import_installed"] is True
+    assert not [f for f in data["findings"] if f["id"] == "python.torch-shadowed"]
