@@ -127,7 +127,9 @@ def _torch_import(host: Host, facts: PyEnvFacts) -> None:
     found = next(((str(PurePath(entry) / "torch"), via) for entry, via in places
                   if host.is_file(PurePath(entry) / "torch" / "__init__.py")), None)
     installed = next((p for p in facts.packages if p.name == "torch"), None)
-    if found is None or installed is None:
+    # An editable install (pip install -e of a checkout) keeps no torch/ beside its dist-info:
+    # the checkout is its package, not a shadow of it.
+    if found is None or installed is None or not host.is_file(PurePath(installed.location) / "torch" / "__init__.py"):
         return
     facts.torch_import, facts.torch_import_via = found
     text = host.read_text(PurePath(found[0]) / "version.py", limit=64 << 10)

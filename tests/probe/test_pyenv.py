@@ -114,3 +114,11 @@ def test_the_torch_that_import_takes_before_the_installed_one(tmp_path):
     data = json.loads(doctor_subprocess("check", "--json", cwd=plain).stdout)
     assert data["facts"]["pyenv"]["torch_import_installed"] is True
     assert not [f for f in data["findings"] if f["id"] == "python.torch-shadowed"]
+    # An editable install: the distribution's record lies apart from its package, the checkout.
+    editable = tmp_path / "editable-site"
+    (editable / "torch-2.99.0.dist-info").mkdir(parents=True)
+    (editable / "torch-2.99.0.dist-info/METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.99.0\n")
+    env = {"PYTHONPATH": f"{editable}{os.pathsep}{REPO}"}
+    data = json.loads(doctor_subprocess("check", "--json", env=env, cwd=checkout).stdout)
+    assert [p["version"] for p in data["facts"]["pyenv"]["packages"] if p["name"] == "torch"] == ["2.99.0"]
+    assert not [f for f in data["findings"] if f["id"] == "python.torch-shadowed"]
