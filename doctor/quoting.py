@@ -59,24 +59,19 @@ def sh_quote(value: str) -> str:
 _BARE = re.compile(r"[A-Za-z0-9_@%+,./:-][A-Za-z0-9_@%+=,./:-]*")
 
 
-# What for_terminal shows as an escape: in plain quotes, the pasted command would hold the
-# escape's text (`\xff`), naming another path.
-_UNSHOWABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]+")  # TAB and LF are shown as they are
-
-
 def sh_paste(value: str) -> str:
     """`value` for a command shown to be pasted: bare when it holds only characters no shell treats
     specially (keeps everyday fixes readable), single-quoted otherwise. A leading '=' is quoted:
     zsh expands `=cmd` to a path. Control characters and the bytes of an undecodable name go in
     `$'\\xNN'` pieces, as GNU ls's shell-escape quoting writes them: the text shown is then the
-    value's exact bytes in bash, zsh and ksh (dash before POSIX.1-2024 stops at the `$'`)."""
+    value's exact bytes in bash and zsh (dash before POSIX.1-2024 stops at the `$'`)."""
     if "\0" in value:
         # Only text from a log can hold NUL (no real path can): show it, the command could not use it.
         value = value.replace("\0", "\\x00")
     if _BARE.fullmatch(value):
         return value
     parts, at = [], 0
-    for m in _UNSHOWABLE.finditer(value):
+    for m in _unshowable().finditer(value):
         if m.start() > at:
             parts.append(sh_quote(value[at:m.start()]))
         parts.append("$'" + "".join(f"\\x{b:02x}" for ch in m.group() for b in _bytes_of(ch)) + "'")
@@ -84,6 +79,13 @@ def sh_paste(value: str) -> str:
     if at < len(value) or not parts:
         parts.append(sh_quote(value[at:]))
     return "".join(parts)
+
+
+@functools.cache
+def _unshowable() -> re.Pattern[str]:
+    # What for_terminal shows as an escape (TAB and LF it shows as they are): in plain quotes, the
+    # pasted command would hold the escape's text (`\xff`), naming another path.
+    return re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]+")
 
 
 def _bytes_of(ch: str) -> bytes:
