@@ -166,22 +166,46 @@ def _end_on_termination() -> None:
     from doctor.errors import Terminated
 
     watched = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
+    pending: list[int] = []
 
     def kill_commands() -> None:
         host = sys.modules.get("doctor.host")  # not imported yet: no command is running
         if host is not None:
             host.kill_running()
 
+    def deferred(signum: int, frame) -> bool:
+        """Raising inside the import system's own code can leave its lock held (between its
+        `acquire_lock()` and the `try` that releases it, or in a lock's weakref callback, where
+        the exception is then swallowed): every later import, in any thread, waits forever, and
+        so did `check` after a Ctrl-C, 4 runs in 40. Such a signal is sent again 20 ms later."""
+        if not can_defer or frame is None or not frame.f_code.co_filename.startswith("<frozen importlib"):
+            return False
+        pending.append(signum)
+        signal.setitimer(signal.ITIMER_REAL, 0.02)
+        return True
+
+    def resend(signum: int, frame) -> None:
+        while pending:
+            os.kill(os.getpid(), pending.pop())
+
     def terminate(signum: int, frame) -> None:
+        if deferred(signum, frame):
+            return
         for sig in watched:
             signal.signal(sig, signal.SIG_IGN)
         kill_commands()
         raise Terminated(signum)
 
     def interrupt(signum: int, frame) -> None:
+        if deferred(signum, frame):
+            return
         kill_commands()
         signal.default_int_handler(signum, frame)
 
+    # Not on Windows, nor when the caller set its own alarm handler: there a signal is raised at once.
+    can_defer = hasattr(signal, "setitimer") and signal.getsignal(signal.SIGALRM) is signal.SIG_DFL
+    if can_defer:
+        signal.signal(signal.SIGALRM, resend)
     for sig in watched:
         if signal.getsignal(sig) is signal.SIG_DFL:
             signal.signal(sig, terminate)
