@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from doctor import __version__
 from doctor.errors import DoctorError, reraise_out_of_resources
-from doctor.host import Host
+from doctor.host import Host, result_of
 from doctor.model import Area, Finding, Level, Report
 
 ENV_KEYS = (
@@ -54,11 +54,11 @@ def gather_facts(host: Host, backend: str | None = None, cargo_lock: str | None 
             gpu_error = _guarded_call(finish_gpu_facts, host, gpu_facts, python, libtorch, ld_cache, backend)
             gpu_facts = None if gpu_error else gpu_facts
         facts = {
-            "system": system.result(),
+            "system": result_of(system),
             "python_torch": python,
             "libtorch": libtorch,
             "loader": loader,
-            "toolchain": toolchain.result(),
+            "toolchain": result_of(toolchain),
             "gpu": gpu_facts,
             "env": {k: host.env[k] for k in ENV_KEYS if k in host.env},
         }
@@ -87,7 +87,7 @@ def _guarded(future) -> tuple[object, str | None]:
     """The GPU probes talk to drivers and vendor tools in many states; a bug there costs the GPU
     area (a probe.failed warning), not the libtorch report people came for."""
     try:
-        return future.result(), None
+        return result_of(future), None
     except DoctorError:  # bad user input (an override variable): the one-line error, not a "bug"
         raise
     except Exception as exc:

@@ -3,7 +3,7 @@ calls in: which probes run, which facts keys they fill, which areas they add."""
 
 from __future__ import annotations
 
-from doctor.host import Host
+from doctor.host import Host, result_of
 from doctor.model import Area
 
 
@@ -35,7 +35,8 @@ def gather_cuda_stack(host: Host, ld_cache: dict[str, list[str]], libtorch=None,
         pyenv = started["pyenv"] if started else pool.submit(detect_pyenv, host)
         libs = pool.submit(detect_cuda_libs, host, lib_dir, python.location if python is not None else None, ld_cache)
         cxx = detect_libstdcxx(host, lib_dir, ld_cache, host.python)
-        return {"cuda_toolkit": toolkit.result(), "cuda_libs": libs.result(), "libstdcxx": cxx, "pyenv": pyenv.result()}
+        return {"cuda_toolkit": result_of(toolkit), "cuda_libs": result_of(libs), "libstdcxx": cxx,
+                "pyenv": result_of(pyenv)}
 
 
 def _build_cudas(facts: dict) -> tuple[str | None, str | None, str]:

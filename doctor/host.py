@@ -594,6 +594,18 @@ def kill_running() -> None:
         _kill_group(proc)
 
 
+def result_of(future):
+    """`future.result()` for the main thread, waking every 0.2 s. The kernel may hand SIGTERM to
+    any thread, and Python runs the handler only when the main thread runs again: blocked in an
+    untimed wait on a probe whose command hangs, it would not for the probe's whole timeout (a
+    SIGTERM test hung 1 run in 100 so, its handler never run)."""
+    from concurrent.futures import wait
+
+    while not future.done():
+        wait([future], timeout=0.2)
+    return future.result()
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     try:
         if os.name == "posix":
