@@ -10,6 +10,7 @@ from pathlib import PurePath
 from doctor.catalog.platforms import loader_variable
 from doctor.catalog.releases import ABI_DEFINE, PRE_CXX11_LAST, has_pre_cxx11
 from doctor.catalog.toolkit import compilers_for as _compilers_for
+from doctor.formats import clip
 from doctor.quoting import sh_paste, sh_prepend
 
 SETENV = 'eval "$(doctor emit setenv)"'
@@ -173,7 +174,7 @@ def drop_empty_entries(variable: str) -> str:
 def absolute_entries(variable: str, absolute: dict[str, str]) -> str:
     """Relative :-list entries written as the folders they name from here, and the idiom for a
     script (which is run from the folder it means)."""
-    shown = ", ".join(f"{sh_paste(rel)} → {sh_paste(path)}" for rel, path in list(absolute.items())[:3])
+    shown = ", ".join(f"{sh_paste(clip(rel))} → {sh_paste(clip(path))}" for rel, path in list(absolute.items())[:3])
     return (f"write them as absolute folders in {variable} ({shown} from this folder); "
             f'a script setting it from its own folder can prefix "$PWD/"')
 

@@ -6,6 +6,7 @@ import re
 from pathlib import PurePath
 
 from doctor import fixes
+from doctor.formats import clip
 from doctor.model import Area, Evidence, Finding, Level
 from doctor.probe.loader import LoaderFacts
 
@@ -34,7 +35,7 @@ def _every_program(l: LoaderFacts) -> tuple[list[str], list[Finding]]:
             fix=fixes.drop_empty_entries(l.variable), area="loader",
             evidence=[e for e in l.evidence if e.kind == "env" and e.source == l.variable][:1], subject=l.variable))
     if l.relative_entries:
-        shown = ", ".join(l.relative_entries)
+        shown = ", ".join(clip(e) for e in l.relative_entries)
         findings.append(Finding(
             "loader.relative-entry", Level.WARNING,
             f"{l.variable} has relative entries ({shown}): the loader looks for them from the folder a program "

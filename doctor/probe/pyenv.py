@@ -119,6 +119,7 @@ def read_packages(host: Host, sys_path: list[str]) -> list[Package]:
 def _torch_import(host: Host, facts: PyEnvFacts) -> None:
     """Which torch package `import torch` takes, and whether it is the installed distribution's: a
     PyTorch source checkout in the current folder, or another copy on PYTHONPATH, wins over it."""
+    from doctor.formats import clip
     from doctor.probe.versions import parse_version_py
 
     pythonpath = {p for p in host.env.get("PYTHONPATH", "").split(os.pathsep) if p}
@@ -133,7 +134,8 @@ def _torch_import(host: Host, facts: PyEnvFacts) -> None:
         return
     facts.torch_import, facts.torch_import_via = found
     text = host.read_text(PurePath(found[0]) / "version.py", limit=64 << 10)
-    facts.torch_import_version = parse_version_py(text).get("__version__") if text else None
+    version = parse_version_py(text).get("__version__") if text else None
+    facts.torch_import_version = clip(version, 100) if isinstance(version, str) else None
     try:
         same = host.real(found[0]).resolve() == host.real(PurePath(installed.location) / "torch").resolve()
     except (OSError, RuntimeError, ValueError):

@@ -111,6 +111,9 @@ def test_the_torch_that_import_takes_before_the_installed_one(tmp_path):
         assert (pyenv["torch_import_version"], pyenv["torch_import_installed"]) == (version, False)
         (finding,) = [f for f in data["findings"] if f["id"] == "python.torch-shadowed"]
         assert finding["title"].startswith(f"`import torch` takes {real.stdout.strip()} (")
+    (shadow / "torch/version.py").write_text(f"__version__ = '{'9' * 60_000}'\n")  # shown clipped
+    data = json.loads(doctor_subprocess("check", "--json", env=cases[0][0], cwd=plain).stdout)
+    assert len(data["facts"]["pyenv"]["torch_import_version"]) == 100
     data = json.loads(doctor_subprocess("check", "--json", cwd=plain).stdout)
     assert data["facts"]["pyenv"]["torch_import_installed"] is True
     assert not [f for f in data["findings"] if f["id"] == "python.torch-shadowed"]

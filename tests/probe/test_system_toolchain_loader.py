@@ -226,6 +226,10 @@ def test_a_relative_ld_library_path_entry_is_found_from_where_a_program_starts(t
     assert finding.title.startswith("LD_LIBRARY_PATH has relative entries (libtorch/lib, ./lib)")
     assert "libtorch/lib → /work/libtorch/lib, ./lib → /work/lib" in finding.fix
     assert detect_loader(Host.for_test(tmp_path, env={"LD_LIBRARY_PATH": "/a:$ORIGIN"}), None, {}).relative_entries == {}
+    long = "x" * 100_000  # shown clipped: a 100 KB title before
+    (finding,) = [f for f in loader_area(detect_loader(Host.for_test(tmp_path, env={"LD_LIBRARY_PATH": long}), None, {})).findings
+                  if f.id == "loader.relative-entry"]
+    assert len(finding.title) < 400 and len(finding.fix) < 600
 
 
 def test_a_preloaded_libtorch_library_is_the_one_programs_get(tmp_path, wheel_root):

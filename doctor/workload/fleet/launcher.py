@@ -107,6 +107,7 @@ def first_host(nodelist: str) -> str:
     return hosts[0] if hosts else ""
 
 
+MAX_BRACKETS = 8
 # One host expression: text and bracketed ranges, in turn ("rack", "1-2", "-n", "01-04", "").
 _HOST = re.compile(r"[^\[\],\s]*(?:\[[^\[\]]*\][^\[\],\s]*)*")
 
@@ -125,6 +126,8 @@ def expand_nodelist(nodelist: str, limit: int = 4096) -> list[str]:
         if not m.group() or (m.end() < len(text) and text[m.end()] not in ", \t\n"):
             raise ValueError(f"an unmatched bracket at character {m.end() + 1}")
         pieces = re.split(r"\[([^\]]*)\]", m.group())
+        if len(pieces) > 2 * MAX_BRACKETS + 1:  # Slurm's widest names have a few: bounds the recursion below
+            raise ValueError(f"more than {MAX_BRACKETS} bracketed lists in one name")
         ranges = [_numbers(r) for r in pieces[1::2]]
         hosts.extend(_combine(pieces[0::2], ranges, limit - len(hosts)))
         at = m.end()

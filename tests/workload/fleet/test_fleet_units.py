@@ -116,6 +116,9 @@ def test_slurm_node_lists_expand_as_scontrol_expands_them(tmp_path):
     # An unclosed bracket: scontrol prints "node]" and "5"; the doctor refuses it.
     with pytest.raises(ValueError, match="unmatched bracket"):
         expand_nodelist("node[1-3,5")
+    with pytest.raises(ValueError, match="more than 8 bracketed lists"):  # a RecursionError (exit 3) before
+        expand_nodelist("n" + "[1]" * 20000)
+    assert expand_nodelist("n" + "[1]" * 8) == ["n11111111"]
     assert len(expand_nodelist("n[0-99999999]", limit=10)) == 10
     assert expand_nodelist("a[1-3][1-99999999]", limit=2) == ["a11", "a12"]
     assert first_host("node[1-3]-ib") == "node1-ib"  # a suffix: Slurm 22.05 refuses it, later ones write it
