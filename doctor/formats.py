@@ -3,6 +3,7 @@ a size reads and a long line shortens the same way in every report."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 _DIGITS = re.compile(r"\d+")
@@ -21,6 +22,7 @@ def version_tuple(version: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=4096)  # the same few dozen names in every tree's libc10 (issue 19)
 def symbol_version_key(name: str) -> tuple[int, ...]:
     """GLIBCXX_3.4.30 → (3, 4, 30): every number of an ELF symbol version, for comparing them."""
     return tuple(int(x) for x in _DIGITS.findall(name))

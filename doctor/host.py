@@ -220,7 +220,9 @@ class Host:
     def _nearest_existing(self, path: str | os.PathLike[str]) -> Path | None:
         """`real(path)`, or its nearest parent that exists: what a folder not made yet will live on."""
         p = self.real(path)
-        return next((c for c in (p, *p.parents) if _safely(c.exists)), None)
+        if _safely(p.exists):  # the common case, without building every parent (a check per tree)
+            return p
+        return next((c for c in p.parents if _safely(c.exists)), None)
 
     def disk_free(self, path: str | os.PathLike[str]) -> int | None:
         """Free bytes on the file system that holds `path` (or its nearest existing parent)."""

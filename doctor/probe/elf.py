@@ -301,36 +301,31 @@ class ElfReader:
         if section is None:
             return 0, 0
         strings = self._strings(section[3])
-        data = self._bytes(section)
-        defined = self._defined_names(data)
-        cxx11 = old = 0
         # Only names that start a torch namespace and carry one of the two strings are visited;
-        # the regular expression skips every other name in C.
-        for m in _MARKED_TORCH_NAME.finditer(b"\0" + strings):  # the NUL before a name at offset 0
-            n = defined.get(m.start(1) - 1)
-            if not n:
-                continue
-            if _CXX11_BYTES in m.group(1):
-                cxx11 += n
-            else:
-                old += n
-        return cxx11, old
+        # the regular expression skips every other name in C. Offset of the name -> std::__cxx11.
+        marked = {m.start(1) - 1: _CXX11_BYTES in m.group(1) for m in _MARKED_TORCH_NAME.finditer(b"\0" + strings)}
+        if not marked:
+            return 0, 0
+        refs = self._defined_references(self._bytes(section), marked)
+        cxx11 = sum(n for offset, n in refs.items() if marked[offset])
+        return cxx11, sum(refs.values()) - cxx11
 
-    def _defined_names(self, data: bytes) -> collections.Counter:
-        """How many defined entries name each string-table offset. On a little-endian file and
-        machine the table is read column-wise, as 32-bit words (no tuple per entry); otherwise
-        entry by entry."""
+    def _defined_references(self, data: bytes, offsets) -> collections.Counter:
+        """How many defined entries name each of `offsets` (string-table offsets). On a
+        little-endian file and machine the table is read column-wise, as 32-bit words, and
+        filtered in C: no tuple per entry, and only the few marked names are counted."""
         if self._o == "<" and sys.byteorder == "little":
             per_entry = 6 if self.elfclass == 64 else 4  # 32-bit words in Elf64_Sym / Elf32_Sym
             words = memoryview(data[: len(data) // (4 * per_entry) * (4 * per_entry)]).cast("I")
             # st_info, st_other, st_shndx share one word (the 2nd in Elf64_Sym, the 4th in
             # Elf32_Sym): st_shndx != 0 (defined) is that word being >= 2**16.
             packed = words[1::per_entry] if self.elfclass == 64 else words[3::per_entry]
-            return collections.Counter(itertools.compress(words[0::per_entry], map((1 << 16).__le__, packed)))
+            defined = itertools.compress(words[0::per_entry], map((1 << 16).__le__, packed))
+            return collections.Counter(filter(offsets.__contains__, defined))
         fmt, shndx_at = (self._o + "IBBHQQ", 3) if self.elfclass == 64 else (self._o + "IIIBBH", 5)
         width = struct.calcsize(fmt)
         return collections.Counter(e[0] for e in struct.iter_unpack(fmt, data[: len(data) // width * width])
-                                   if e[shndx_at] != 0)
+                                   if e[shndx_at] != 0 and e[0] in offsets)
 
 
 def _abi_counts(names) -> tuple[int, int]:

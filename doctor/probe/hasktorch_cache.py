@@ -15,6 +15,7 @@ fetch-libtorch installs), so both agree on every path.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
@@ -105,14 +106,14 @@ def _component(value: str) -> bool:
 
 def cached_trees(host: Host) -> list[tuple[str, str, str, str]]:
     """Every (root, version, platform, flavour) under the cache root, complete or not."""
-    home = libtorch_home(host)
+    home = str(libtorch_home(host))
     out = []
     for version in host.listdir(home):
-        for platform in host.listdir(PurePath(home) / version):
+        for platform in host.listdir(os.path.join(home, version)):
             if platform not in PLATFORMS:
                 continue
-            for flavour in host.listdir(PurePath(home) / version / platform):
-                root = tree_path(home, version, platform, flavour)
+            for flavour in host.listdir(os.path.join(home, version, platform)):
+                root = os.path.join(home, version, platform, flavour)  # tree_path's spelling, without pathlib
                 if host.is_dir(root):
-                    out.append((str(root), version, platform, flavour))
+                    out.append((root, version, platform, flavour))
     return out

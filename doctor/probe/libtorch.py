@@ -8,6 +8,7 @@ one a build would use and why.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
@@ -180,16 +181,23 @@ def _absolute(host: Host, path: str) -> str:
     return path if not path.strip() or PurePath(path).is_absolute() else str(host.cwd / path)
 
 
+def _join(base: str, rel: str) -> str:
+    """str(PurePath(base) / rel) for a `base` PurePath has already spelled: check builds a few
+    dozen paths in each of dozens of trees, and pathlib parses every one again (issue 19)."""
+    return os.path.join(base, *rel.split("/"))
+
+
 def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evidence]) -> LibtorchInstall:
     root = _absolute(host, root)
     p = PurePath(root)
+    base = str(p)
     split = "LIBTORCH_INCLUDE/LIBTORCH_LIB" in origins
-    lib_dir = str(PurePath(_absolute(host, host.env.get("LIBTORCH_LIB") or root)) / "lib") if split else str(p / "lib")
-    include = str(PurePath(_absolute(host, host.env.get("LIBTORCH_INCLUDE") or root)) / "include") if split else str(p / "include")
+    lib_dir = _join(str(PurePath(_absolute(host, host.env.get("LIBTORCH_LIB") or root))) if split else base, "lib")
+    include = _join(str(PurePath(_absolute(host, host.env.get("LIBTORCH_INCLUDE") or root))) if split else base, "include")
     install = LibtorchInstall(
         root=root,
         origins=origins,
-        include_dirs=[include, str(PurePath(include) / "torch/csrc/api/include")],
+        include_dirs=[include, _join(include, "torch/csrc/api/include")],
         lib_dir=lib_dir,
         exists=host.is_dir(root),
         complete=False,
@@ -205,20 +213,20 @@ def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evide
 
     system = tree_system(host, lib_dir)  # a macOS or Windows tree checked from Linux (CI) has its own names
     names = (_lib_name(host, stem, system) for stem in stems)
-    install.libraries = [name for name in names if host.exists(PurePath(lib_dir) / name)]
-    c10 = PurePath(lib_dir) / _lib_name(host, "c10", system)
-    install.complete = host.is_dir(PurePath(include) / "torch") and host.exists(c10)
+    install.libraries = [name for name in names if host.exists(os.path.join(lib_dir, name))]
+    c10 = os.path.join(lib_dir, _lib_name(host, "c10", system))
+    headers = os.path.join(include, "torch")
+    install.complete = host.is_dir(headers) and host.exists(c10)
     if not install.complete:
-        kinds = {str(PurePath(include) / "torch"): ("directory",), str(c10): ("file", "directory", "fifo", "socket", "device")}
+        kinds = {headers: ("directory",), c10: ("file", "directory", "fifo", "socket", "device")}
         install.missing = {path: kind for path, ok in kinds.items() if (kind := host.path_kind(path)) not in ok}
-    install.denied = _denied(host, [p, PurePath(include), PurePath(lib_dir)],
-                             [PurePath(lib_dir) / name for name in install.libraries])
+    install.denied = _denied(host, [base, include, lib_dir], [os.path.join(lib_dir, name) for name in install.libraries])
     install.noexec = bool(install.libraries) and host.noexec(lib_dir)
     if not install.complete and not split:
         install.nearby_root = _nearby_root(host, p, system)
 
     for label, rel in VERSION_FILES.items():
-        path = p / rel
+        path = _join(base, rel)
         text = host.read_text(path, limit=64 << 10)
         if text is None:
             continue
@@ -230,28 +238,29 @@ def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evide
             "version.py": lambda t: parse_version_py(t).get("__version__"),
         }[label](text)
         if isinstance(version, str):
-            source = VersionSource(label.split(" ")[0], str(path), version[:100])
+            source = VersionSource(label.split(" ")[0], path, version[:100])
             if pep440_release(version) is None:  # "2.13.0abc", a 5000-digit number: a finding, not a crash
                 install.bad_versions.append(source)
                 continue
             install.version_sources.append(source)
-            install.evidence.append(Evidence("file", str(path), version))
+            install.evidence.append(Evidence("file", path, version))
     _settle_version(install)
 
-    config = host.read_text(p / "share/cmake/Torch/TorchConfig.cmake", limit=256 << 10)
+    config_path = _join(base, "share/cmake/Torch/TorchConfig.cmake")
+    config = host.read_text(config_path, limit=256 << 10)
     parsed = parse_torch_config_cmake(config) if config else {"abi_flag": None, "cxx_standard": None}
     if parsed["cxx_standard"]:
         install.cxx_standard = int(parsed["cxx_standard"])
         install.cxx_standard_source = "TorchConfig.cmake"
-        install.evidence.append(Evidence("file", str(p / "share/cmake/Torch/TorchConfig.cmake"), f"CXX_STANDARD {install.cxx_standard}"))
+        install.evidence.append(Evidence("file", config_path, f"CXX_STANDARD {install.cxx_standard}"))
     elif install.version:
         from packaging.version import Version
 
         install.cxx_standard = 20 if Version(install.version) >= Version("2.13") else 17
         install.cxx_standard_source = "derived from the version"
 
-    _read_libc10(host, install, c10, parsed["abi_flag"], p)
-    record_text = host.read_text(p / INSTALL_RECORD)
+    _read_libc10(host, install, c10, parsed["abi_flag"], config_path)
+    record_text = host.read_text(os.path.join(base, INSTALL_RECORD))
     if record_text:
         from doctor.bounded import json_depth_exceeds
 
@@ -267,7 +276,7 @@ def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evide
             "version": parts[-3],
             "platform": parts[-2],
             "flavour": parts[-1],
-            "ok": host.exists(p / ".ok"),
+            "ok": host.exists(os.path.join(base, ".ok")),
         }
     return install
 
@@ -305,33 +314,30 @@ def _nearby_root(host: Host, root: PurePath, system: str | None, itself: bool = 
     return None
 
 
-def _denied(host: Host, dirs: list[PurePath], files: list[PurePath]) -> list[str]:
+def _denied(host: Host, dirs: list[str], files: list[str]) -> list[str]:
     """The folders this user cannot list or enter and the libraries it cannot read: a tree unpacked
     by root under umask 077 is complete on disk and useless to everyone else."""
-    import os
-
-    return [str(path) for path, mode in [*((d, os.R_OK | os.X_OK) for d in dirs), *((f, os.R_OK) for f in files)]
+    return [path for path, mode in [*((d, os.R_OK | os.X_OK) for d in dirs), *((f, os.R_OK) for f in files)]
             if host.exists(path) and not host.access(path, mode)]
 
 
-def _read_libc10(host: Host, install: LibtorchInstall, c10: PurePath, abi_flag: str | None, root: PurePath) -> None:
+def _read_libc10(host: Host, install: LibtorchInstall, c10: str, abi_flag: str | None, config_path: str) -> None:
     if abi_flag is not None:
         install.abi = "cxx11" if abi_flag == "1" else "pre-cxx11"
         install.abi_source = "TorchConfig.cmake"
-        install.evidence.append(
-            Evidence("file", str(root / "share/cmake/Torch/TorchConfig.cmake"), f"-D_GLIBCXX_USE_CXX11_ABI={abi_flag}")
-        )
-    if host.system != "Linux" or c10.suffix != ".so" or not host.exists(c10):  # ELF only; Mach-O/PE: probe/platform_tree
+        install.evidence.append(Evidence("file", config_path, f"-D_GLIBCXX_USE_CXX11_ABI={abi_flag}"))
+    if host.system != "Linux" or not c10.endswith(".so") or not host.exists(c10):  # ELF only; Mach-O/PE: probe/platform_tree
         return
-    if str(c10) in install.denied:  # not a broken library: diagnose names the permissions
+    if c10 in install.denied:  # not a broken library: diagnose names the permissions
         return
+    name = os.path.basename(c10)
     try:
-        info = read_elf(str(c10), str(host.real(c10)), count_abi_symbols=install.abi is None)
+        info = read_elf(c10, str(host.real(c10)), count_abi_symbols=install.abi is None)
     except Exception as exc:  # empty, truncated, not ELF, a FIFO: a fact for diagnose, never a crash
         reraise_out_of_resources(exc)
         reason = str(exc) if isinstance(exc, (ElfProblem, OSError)) else f"unreadable ({type(exc).__name__}: {exc})"
-        install.broken_libraries[c10.name] = reason[:300]
-        install.evidence.append(Evidence("elf", str(c10), reason[:300]))
+        install.broken_libraries[name] = reason[:300]
+        install.evidence.append(Evidence("elf", c10, reason[:300]))
         return
     install.elf_machine = info.machine
     install.elf_class = info.elfclass
@@ -343,7 +349,7 @@ def _read_libc10(host: Host, install: LibtorchInstall, c10: PurePath, abi_flag: 
         install.evidence.append(
             Evidence(
                 "elf",
-                str(c10),
+                c10,
                 f"{info.cxx11_symbols} c10/at/torch symbols with std::__cxx11::string, {info.old_abi_symbols} with the old std::string",
             )
         )

@@ -4,6 +4,7 @@ or Windows."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import PurePath
 
@@ -14,7 +15,7 @@ MARKERS = {"macos": ("libc10.dylib", "libtorch.dylib"), "windows": ("c10.dll", "
 
 def tree_system(host: Host, lib_dir: str) -> str | None:
     """'Darwin', 'Windows' or 'Linux' from the libraries in lib_dir; None when none is there."""
-    if any(host.exists(PurePath(lib_dir) / m) for m in MARKERS["linux"]):
+    if any(host.exists(os.path.join(lib_dir, m)) for m in MARKERS["linux"]):
         return "Linux"  # the common case, without loading the Windows path rules
     from doctor.probe.platform_win import win_path
 
