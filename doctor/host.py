@@ -207,12 +207,13 @@ class Host:
         except (OSError, ValueError):
             return None
 
-    def empty_library_dirs(self) -> frozenset[str]:
-        """The LD_LIBRARY_PATH entries found holding nothing (missing, not a directory, empty)
-        when the doctor's commands got their environment: the loader probe need not list them
-        again (issue 19). Empty when the path is short or the root is not the real one."""
+    def library_dir_listings(self) -> Mapping[str, frozenset[str]]:
+        """The names in each LD_LIBRARY_PATH entry, as listed when the doctor's commands got their
+        environment (a missing entry or one that is not a directory holds nothing; one that cannot
+        be listed is absent): the loader probe need not list them again (issue 19). Empty when the
+        path is short or the root is not the real one."""
         pruned = _pruned_library_path(self)
-        return frozenset() if pruned is None else pruned[1]
+        return {} if pruned is None else pruned[1]
 
     def access(self, path: str | os.PathLike[str], mode: int) -> bool:
         return _safely(lambda: os.access(self._fs_path(path), mode))
@@ -625,9 +626,9 @@ def _child_env(host: Host) -> dict[str, str]:
     return dict(host.env) if pruned is None else {**host.env, "LD_LIBRARY_PATH": pruned[0]}
 
 
-def _pruned_library_path(host: Host) -> tuple[str, frozenset[str]] | None:
+def _pruned_library_path(host: Host) -> tuple[str, Mapping[str, frozenset[str]]] | None:
     """LD_LIBRARY_PATH without the entries that cannot hold a library (missing, not a directory,
-    an empty directory, a repeat), and the set of those found holding nothing; None when it is
+    an empty directory, a repeat), and the names each entry was listed with; None when it is
     left as it is. The loader finds exactly the same libraries, but a child no longer pays
     ld.so's search of thousands of empty directories for each library it loads (issue 19: a
     probe runs a dozen commands). Empty entries (the current directory) and directories that
@@ -644,30 +645,33 @@ def _pruned_library_path(host: Host) -> tuple[str, frozenset[str]] | None:
         return found
 
 
-def _prune_library_path(value: str) -> tuple[str, frozenset[str]]:
+def _prune_library_path(value: str) -> tuple[str, dict[str, frozenset[str]]]:
     kept: list[str] = []
     seen: set[str] = set()
-    empty: set[str] = set()
+    listings: dict[str, frozenset[str]] = {}
     for entry in value.split(":"):
-        if entry and (entry in seen or entry in empty):
-            continue
-        if entry and not _may_hold_libraries(entry):
-            empty.add(entry)
+        if entry and entry in seen:
             continue
         seen.add(entry)
+        names = _names_in(entry) if entry else None
+        if names is not None:
+            listings[entry] = names
+            if not names:
+                continue
         kept.append(entry)
     pruned = ":".join(kept) or (":" if kept else "")  # a lone empty entry still means "."
-    return pruned, frozenset(empty)
+    return pruned, listings
 
 
-def _may_hold_libraries(directory: str) -> bool:
+def _names_in(directory: str) -> frozenset[str] | None:
+    """What the loader can find in an LD_LIBRARY_PATH entry: its names (none when it is missing
+    or not a directory), or None when it cannot be listed (execute-only: ld.so may still open
+    files in it). os.listdir, not a scandir peek: 2,000 empty directories in 16 ms against 22,
+    and the loader probe takes the names from here instead of listing each again."""
     try:
-        with os.scandir(directory) as it:
-            return next(it, None) is not None
-    except NotADirectoryError:
-        return False
-    except FileNotFoundError:
-        return False
-    except OSError:  # cannot be listed (execute-only, ...): ld.so may still open files in it
-        return True
+        return frozenset(os.listdir(directory))
+    except (NotADirectoryError, FileNotFoundError):
+        return frozenset()
+    except OSError:
+        return None
 

@@ -65,15 +65,18 @@ def test_the_loader_probe_reuses_what_the_pruning_found_and_resolves_the_same(tm
     entries = _long_path(tmp_path, lib)
     host = Host.from_system()
     host.env = {**host.env, "LD_LIBRARY_PATH": ":".join(entries)}
-    assert host.empty_library_dirs() == frozenset(e for e in entries if e != lib)
+    listed = host.library_dir_listings()
+    assert set(listed) == set(entries)
+    assert listed[lib] == frozenset(os.listdir(lib))
+    assert {e for e, names in listed.items() if not names} == {e for e in entries if e != lib}
     cache = LoaderCache()
     assert dirs_holding(host, entries, "libc10.so", cache) == [lib]
     assert dirs_holding(host, entries, "libnothing.so", cache) == []
-    assert set(cache.listings) == {lib}  # the empty entries were not listed a second time
-    # a short path is not pruned: nothing is known empty, every directory is listed
+    assert cache.listings == {}  # no entry was listed a second time
+    # a short path is not pruned: nothing is known, every directory is listed
     short = Host.from_system()
     short.env = {**short.env, "LD_LIBRARY_PATH": f"{tmp_path / 'empty0'}:{lib}"}
-    assert short.empty_library_dirs() == frozenset()
+    assert short.library_dir_listings() == {}
     cache = LoaderCache()
     assert dirs_holding(short, [str(tmp_path / "empty0"), lib], "libc10.so", cache) == [lib]
     assert set(cache.listings) == {str(tmp_path / "empty0"), lib}

@@ -3,6 +3,7 @@ probes need (no `nm`, no `readelf`; pyelftools is the oracle in the tests)."""
 
 from __future__ import annotations
 
+import array
 import collections
 import functools
 import itertools
@@ -312,16 +313,17 @@ class ElfReader:
 
     def _defined_references(self, data: bytes, offsets) -> collections.Counter:
         """How many defined entries name each of `offsets` (string-table offsets). On a
-        little-endian file and machine the table is read column-wise, as 32-bit words, and
-        filtered in C: no tuple per entry, and only the few marked names are counted."""
-        if self._o == "<" and sys.byteorder == "little":
+        little-endian file and machine the table is read column-wise as 32-bit words, and only
+        the entries naming one of `offsets` are looked at in Python (libc10: 74 of 1,532)."""
+        if self._o == "<" and sys.byteorder == "little" and array.array("I").itemsize == 4:
             per_entry = 6 if self.elfclass == 64 else 4  # 32-bit words in Elf64_Sym / Elf32_Sym
-            words = memoryview(data[: len(data) // (4 * per_entry) * (4 * per_entry)]).cast("I")
+            words = array.array("I", data[: len(data) // (4 * per_entry) * (4 * per_entry)])
+            names = words[0::per_entry]
             # st_info, st_other, st_shndx share one word (the 2nd in Elf64_Sym, the 4th in
             # Elf32_Sym): st_shndx != 0 (defined) is that word being >= 2**16.
             packed = words[1::per_entry] if self.elfclass == 64 else words[3::per_entry]
-            defined = itertools.compress(words[0::per_entry], map((1 << 16).__le__, packed))
-            return collections.Counter(filter(offsets.__contains__, defined))
+            hits = itertools.compress(range(len(names)), map(offsets.__contains__, names))
+            return collections.Counter(names[i] for i in hits if packed[i] >= 1 << 16)
         fmt, shndx_at = (self._o + "IBBHQQ", 3) if self.elfclass == 64 else (self._o + "IIIBBH", 5)
         width = struct.calcsize(fmt)
         return collections.Counter(e[0] for e in struct.iter_unpack(fmt, data[: len(data) // width * width])

@@ -76,12 +76,12 @@ class DirIndex:
         self.holders: dict[str, list[int]] = {}
         self.unlistable: list[int] = []
         self.dirs = dirs
-        # LD_LIBRARY_PATH entries already found missing or empty, for the doctor's commands
-        known_empty = host.empty_library_dirs()
+        # LD_LIBRARY_PATH entries already listed when the doctor's commands got their environment
+        listed = host.library_dir_listings()
         for i, d in enumerate(dirs):
-            if not d or d in known_empty:  # an empty entry is the loader's own business (the cwd)
+            if not d:  # an empty entry is the loader's own business (the cwd)
                 continue
-            names = _listing(host, d, seen)
+            names = listed[d] if d in listed else _listing(host, d, seen)
             if names is None:
                 self.unlistable.append(i)
                 continue
