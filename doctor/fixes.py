@@ -179,14 +179,27 @@ def absolute_entries(variable: str, absolute: dict[str, str]) -> str:
             f'a script setting it from its own folder can prefix "$PWD/"')
 
 
-def unshadow_torch(package: str, via: str) -> str:
-    """Let `import torch` reach the installed torch again."""
+def unshadow_torch(package: str, via: str | None) -> str:
+    """Let `import torch` reach the installed torch again. `via`: how that torch/ got ahead of it
+    ("current folder", "PYTHONPATH", "sys.path"), or None when only its place is known (a log)."""
     parent = sh_paste(str(PurePath(package).parent))
     if via == "current folder":
         return "start Python from another folder (a PyTorch checkout's torch/ is sources to build from), or rename ./torch"
     if via == "PYTHONPATH":
         return f"remove {parent} from PYTHONPATH (or `unset PYTHONPATH`)"
+    if via is None:
+        return (f"start Python from another folder than {parent} and take {parent} out of PYTHONPATH (a PyTorch "
+                "checkout's torch/ is sources to build from); if that checkout is your editable install, build it for "
+                "this Python: pip install --no-build-isolation -v -e .")
     return f"remove {sh_paste(package)}, or the .pth file that adds {parent} to sys.path"
+
+
+def reinstall_torch(version: str | None = None, python: str = "python") -> str:
+    """The installed torch lacks the compiled `_C` for the Python that imports it."""
+    pinned = f"torch=={version}" if version else "torch==<its version>"
+    return (f"reinstall torch with the Python that runs the program, which picks the build for it: "
+            f"{sh_paste(python)} -m pip install --force-reinstall --no-deps {sh_paste(pinned)} (from the index it "
+            "came from: a +cpu or +cuXYZ version needs that --index-url)")
 
 
 def preload_without() -> str:

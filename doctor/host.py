@@ -371,6 +371,7 @@ class Host:
         test root. `path` drops what -I drops: the script's directory, PYTHONPATH, user site."""
         if self.root != _ROOT or not self.python or self.python != sys.executable:
             return None
+        import importlib.machinery
         import site
 
         path = list(sys.path)
@@ -383,7 +384,8 @@ class Host:
             dropped.add(site.getusersitepackages())
         return {"version": platform.python_version(), "implementation": platform.python_implementation(),
                 "executable": sys.executable, "realpath": os.path.realpath(sys.executable), "prefix": sys.prefix,
-                "base_prefix": sys.base_prefix, "path": [p for p in path if p and p not in dropped]}
+                "base_prefix": sys.base_prefix, "path": [p for p in path if p and p not in dropped],
+                "extension_suffixes": importlib.machinery.EXTENSION_SUFFIXES}
 
     def ask(self, argv: Sequence[str], timeout: float = DEFAULT_TIMEOUT) -> RunResult:
         """`run` for a question whose answer cannot change during one doctor run (`nvcc --version`):

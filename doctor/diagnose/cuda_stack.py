@@ -160,6 +160,23 @@ def _torch_shadowed(p, torch) -> Finding:
         subject=p.torch_import)
 
 
+def _torch_extension_missing(p, torch) -> Finding:
+    package = p.torch_import
+    held = (f"it holds {', '.join(p.torch_extensions)}: built for another Python" if p.torch_extensions
+            else "it holds no _C.* file: an interrupted or damaged install")
+    return Finding(
+        "python.torch-extension-missing", Level.ERROR,
+        f"`import torch` fails: the installed torch {torch.version} has no _C extension for {p.implementation} "
+        f"{p.version} ({held})",
+        detail=f"{p.python} loads extension modules named _C{{{', '.join(p.extension_suffixes)}}}; without one, Python "
+               "takes the torch/_C/ folder of type stubs and torch raises \"Failed to load PyTorch C extensions\".",
+        fix=fixes.reinstall_torch(torch.version, p.python),
+        area="python-env",
+        evidence=[Evidence("file", package, ", ".join(p.torch_extensions) or "no _C.* file"),
+                  Evidence("derived", "extension suffixes", ", ".join(p.extension_suffixes))],
+        subject=package)
+
+
 def pyenv_area(p) -> Area | None:
     """The Python environment as collect_env reports it, and a `python` on PATH that is another one."""
     if p is None:
@@ -181,6 +198,8 @@ def pyenv_area(p) -> Area | None:
     torch = next((pkg for pkg in p.packages if pkg.name == "torch"), None)
     if torch and p.torch_import and not p.torch_import_installed:
         findings.append(_torch_shadowed(p, torch))
+    if torch and p.torch_extension_loadable is False:
+        findings.append(_torch_extension_missing(p, torch))
     summary = f"Python {p.version}" + (f", torch {torch.version}" if torch else ", no torch") + \
         f", {sum(1 for pkg in p.packages if pkg.name.startswith('nvidia-'))} nvidia-* packages"
     return Area("python-env", "Python environment", summary, details, findings)

@@ -60,7 +60,7 @@ def advise_with(advisors: Mapping[str, Callable[[Match, MachineFacts], Advice]],
     make = advisors.get(rule.id)
     advice = make(match, facts) if make else Advice(rule.title, [rule.cause], rule.fix)
     install = _install(facts)
-    if install is not None and rule.id != "cuda.no-device":
+    if install is not None and rule.id != "cuda.no-device" and not rule.id.startswith("python."):
         advice.evidence.append(Evidence("derived", "active libtorch", f"{install.label} at {install.root}"))
     return advice
 

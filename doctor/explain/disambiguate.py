@@ -21,6 +21,7 @@ Pure: facts in, a decision and the sentence that justifies it out; no Host, no I
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 PAIR = ("link.as-needed", "cuda.not-compiled")
@@ -103,3 +104,51 @@ def decide(data: bytes, facts=None) -> Decision | None:
 
 def _shown(m) -> str:
     return "'" + m.group(0).decode("utf-8", "replace").strip() + "'"
+
+
+# -- the torch/_C pair: "Failed to load PyTorch C extensions" / "No module named 'torch._C'" --
+#
+# Both say that the torch/ Python imported has no compiled `_C` for this interpreter. Where that
+# torch/ is decides why: an installed torch lives in a site-packages (venv, conda, pip --user) or
+# dist-packages (Debian's Python) folder; any other one (a PyTorch checkout in the current folder,
+# a copy on PYTHONPATH) is ahead of the installed torch on sys.path. The traceback's frame of
+# torch/__init__.py names it; a pasted error without the traceback decides nothing.
+TORCH_C = ("python.torch-shadowed", "python.torch-extension-missing")
+_INSTALLED = re.compile(r"[\\/](?:site|dist)-packages[\\/]torch$", re.I)
+
+
+def torch_package(hits) -> str | None:
+    """The torch/ Python took: that of the last torch/__init__.py frame before the first error line
+    (a log may hold several tracebacks), or of the first frame when none comes before it."""
+    frames = [h for h in hits if h.groups.get("package")]
+    errors = [h.lineno for h in hits if h.trigger]
+    before = [h for h in frames if errors and h.lineno <= errors[0]]
+    return (before[-1] if before else frames[0]).groups["package"] if frames else None
+
+
+def decide_torch_c(hits) -> Decision | None:
+    package = torch_package(hits)
+    if package is None:
+        return None
+    if _INSTALLED.search(package):
+        return Decision("python.torch-extension-missing", f"the torch Python imported is an installed one ({package})")
+    return Decision("python.torch-shadowed", f"the torch Python imported is not in a site-packages folder ({package})")
+
+
+@dataclass(frozen=True)
+class LookAlikes:
+    """Two ids whose lines are the same words, and how to choose between them."""
+    ids: tuple[str, str]  # in the table's order: the first folds the second
+    ambiguous: Callable[[list[str]], bool]  # do the proving lines leave the pair open?
+    decide: Callable[[bytes, object, list], Decision | None]  # (log, machine facts, the pair's hits)
+    undecided: str  # what chose the id when nothing did
+
+
+LOOK_ALIKES = (
+    LookAlikes(PAIR, ambiguous, lambda data, facts, hits: decide(data, facts),
+               "chosen by: the table's order; neither this machine's facts nor the log show whether the libtorch is "
+               "a CPU or a CUDA build"),
+    LookAlikes(TORCH_C, lambda lines: True, lambda data, facts, hits: decide_torch_c(hits),
+               "chosen by: the table's order; the log shows no traceback frame of torch/__init__.py, so whether that "
+               "torch/ is the installed one (then python.torch-extension-missing: reinstall it for this Python) is open"),
+)

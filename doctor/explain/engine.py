@@ -633,34 +633,42 @@ def findings(matches: list[Match], facts=None, source: str = "log") -> list[Find
         finding = to_finding(m, advise(m, facts), source)
         if m.chosen_by:
             finding.detail += "\n" + m.chosen_by
-            finding.evidence.append(Evidence("derived", "chosen by", m.chosen_by))
+            finding.evidence.append(Evidence("derived", "chosen by", m.chosen_by.removeprefix("chosen by: ")))
         out.append(finding)
     return out
 
 
 def settle(matches: list[Match], data: bytes, facts) -> list[Match]:
-    """Give a look-alike pair (doctor/explain/disambiguate.py) the id the evidence chooses; each
+    """Give each look-alike pair (doctor/explain/disambiguate.py) the id the evidence chooses; each
     such match says in `chosen_by` which evidence chose it, or that none could."""
-    from doctor.explain.disambiguate import PAIR, ambiguous, decide
+    from doctor.explain.disambiguate import LOOK_ALIKES
 
-    pair = [m for m in matches if m.rule.id in PAIR]
+    for look_alikes in LOOK_ALIKES:
+        matches = _settle_pair(matches, data, facts, look_alikes)
+    return matches
+
+
+def _settle_pair(matches: list[Match], data: bytes, facts, look_alikes) -> list[Match]:
+    ids = look_alikes.ids
+    pair = [m for m in matches if m.rule.id in ids]
     lines = [h.line for m in pair for h in (*m.hits, *(h for f in m.folded for h in f.hits))]
-    if not pair or not ambiguous(lines):
+    if not pair or not look_alikes.ambiguous(lines):
         return matches
-    decision = decide(data, facts)
+    hits = sorted((h for m in pair for h in (*m.hits, *(h for f in m.folded if f.rule.id in ids for h in f.hits))),
+                  key=lambda h: h.lineno)
+    decision = look_alikes.decide(data, facts, hits)
     out = []
     for m in matches:
-        if m.rule.id not in PAIR:
+        if m.rule.id not in ids:
             out.append(m)
             continue
         if decision is None:
-            m.chosen_by = ("chosen by: the table's order; neither this machine's facts nor the log show whether "
-                           "the libtorch is a CPU or a CUDA build")
+            m.chosen_by = look_alikes.undecided
             out.append(m)
             continue
-        hits = m.hits + [h for f in m.folded if f.rule.id in PAIR for h in f.hits]
-        folded = [f for f in m.folded if f.rule.id not in PAIR]
-        more = m.more + sum(f.more for f in m.folded if f.rule.id in PAIR)
+        hits = m.hits + [h for f in m.folded if f.rule.id in ids for h in f.hits]
+        folded = [f for f in m.folded if f.rule.id not in ids]
+        more = m.more + sum(f.more for f in m.folded if f.rule.id in ids)
         out.append(Match(RULES[decision.id], sorted(hits, key=lambda h: h.lineno), folded,
                          chosen_by=f"chosen by: {decision.evidence}", more=more))
     return sorted(out, key=lambda m: ORDER[m.rule.id])

@@ -777,7 +777,51 @@ CUDA_STACK_RULES: tuple[Rule, ...] = (
     ),
 )
 
-TABLE = TABLE + CUDA_STACK_RULES
+
+# The same lines for two causes: the frame above them shows which, and doctor/explain/disambiguate.py
+# decides (an installed torch lives in a site-packages or dist-packages folder). The lines are read
+# once, for the first id; the second is only ever chosen from there.
+PYTHON_RULES: tuple[Rule, ...] = (
+    Rule(
+        "python.torch-shadowed",
+        "`import torch` took a torch/ that is not an installed torch",
+        "Python imports the first torch/ on sys.path. The current folder (for python -c, -m, the REPL and a script "
+        "started there) and PYTHONPATH come before site-packages: a PyTorch source checkout or a copied torch/ there "
+        "has no compiled extension for this Python, only the torch/_C/ folder of type stubs.",
+        "start Python from another folder (a PyTorch checkout's torch/ is sources to build from), or take that folder "
+        "out of PYTHONPATH",
+        (
+            # torch >= 1.7 says that the torch/_C it took is a folder (of .pyi stubs) in these words; older torch
+            # raised "No module named 'torch._C'"
+            sign(r"No module named '?torch\._C'?(?![\w.])|Failed to load PyTorch C extensions",
+                 ("No module named 'torch._C'", "No module named torch._C", "Failed to load PyTorch C extensions"),
+                 "ModuleNotFoundError: No module named 'torch._C'",
+                 "ImportError: Failed to load PyTorch C extensions:"),
+            # the traceback's frame names the torch/ Python took
+            sign(r'File "(?P<package>[^"]*?[\\/]torch)[\\/]__init__\.py", line \d+',
+                 ('torch/__init__.py", line', 'torch\\__init__.py", line'),
+                 '  File "/home/varas/shijy/install_torch/pytorch/torch/__init__.py", line 214, in <module>',
+                 '  File "C:\\Users\\user\\PycharmProjects\\pythonProject19\\venv\\lib\\site-packages\\torch\\__init__.py", '
+                 'line 209, in <module>',
+                 trigger=False),
+            sign(r"^(?P<package>\S*?[\\/]torch)[\\/]__init__\.py in <module>",  # IPython's traceback
+                 ("torch/__init__.py in <module>", "torch\\__init__.py in <module>"),
+                 "/opt/pytorch/torch/__init__.py in <module>()", trigger=False),
+        ),
+    ),
+    Rule(
+        "python.torch-extension-missing",
+        "the installed torch has no `_C` extension this Python can load",
+        "torch's compiled extension (torch/_C.<python tag>.so or .pyd) is missing from the installed torch, or was built "
+        "for another Python (a wheel or environment copied from another Python version, an interrupted install), so "
+        "Python took the torch/_C/ folder of type stubs instead.",
+        "reinstall torch with the Python that runs the program: python -m pip install --force-reinstall --no-deps "
+        "torch==<its version> (from the index it came from)",
+        (),  # python.torch-shadowed's lines: disambiguate.py gives them this id when the frame shows an installed torch
+    ),
+)
+
+TABLE = TABLE + CUDA_STACK_RULES + PYTHON_RULES
 RULES = {rule.id: rule for rule in TABLE}
 ORDER = {rule.id: i for i, rule in enumerate(TABLE)}
 

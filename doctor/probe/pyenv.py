@@ -19,10 +19,10 @@ from doctor.host import Host
 from doctor.model import Evidence
 
 SCRIPT = (
-    "import json, os, platform, sys; print(json.dumps({'version': platform.python_version(), "
+    "import importlib.machinery, json, os, platform, sys; print(json.dumps({'version': platform.python_version(), "
     "'implementation': platform.python_implementation(), 'executable': sys.executable, "
     "'realpath': os.path.realpath(sys.executable), 'prefix': sys.prefix, 'base_prefix': sys.base_prefix, "
-    "'path': [p for p in sys.path if p]}))"
+    "'path': [p for p in sys.path if p], 'extension_suffixes': importlib.machinery.EXTENSION_SUFFIXES}))"
 )
 FAMILY = re.compile(r"^(torch|torchvision|torchaudio|torchtext|torchdata|triton|pytorch-triton(?:-\w+)?|nvidia-[\w-]+|numpy|"
                     r"torch-doctor)$")
@@ -62,6 +62,12 @@ class PyEnvFacts:
     torch_import_via: str | None = None  # "current folder" | "PYTHONPATH" | "sys.path"
     torch_import_version: str | None = None  # its version.py's __version__; None: none (a source tree)
     torch_import_installed: bool = True  # it is the installed torch distribution's package
+    # The installed torch's compiled extension: the torch/_C.* files there, and whether one of them is
+    # a name this interpreter loads (its EXTENSION_SUFFIXES); None: not looked at (no installed torch,
+    # or `import torch` takes another one).
+    torch_extensions: list[str] = field(default_factory=list)
+    torch_extension_loadable: bool | None = None
+    extension_suffixes: list[str] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
 
 
@@ -141,6 +147,23 @@ def _torch_import(host: Host, facts: PyEnvFacts) -> None:
     except (OSError, RuntimeError, ValueError):
         same = PurePath(found[0]).parent == PurePath(installed.location)
     facts.torch_import_installed = same
+    if same:
+        _torch_extension(host, facts, found[0])
+
+
+def _suffixes(value) -> list[str]:
+    """The interpreter's EXTENSION_SUFFIXES as it printed them: a list of short strings, or nothing."""
+    return [x for x in value if isinstance(x, str) and len(x) <= 64][:16] if isinstance(value, list) else []
+
+
+def _torch_extension(host: Host, facts: PyEnvFacts, package: str) -> None:
+    """Whether the installed torch holds a `_C` this interpreter loads: without one, `import torch`
+    takes the torch/_C/ folder of type stubs and fails ("Failed to load PyTorch C extensions")."""
+    if not facts.extension_suffixes:
+        return
+    names = host.list_names(package) or []
+    facts.torch_extensions = sorted(n for n in names if n.startswith("_C.") and n.endswith((".so", ".pyd")))[:8]
+    facts.torch_extension_loadable = any("_C" + suffix in names for suffix in facts.extension_suffixes)
 
 
 def detect_pyenv(host: Host) -> PyEnvFacts | None:
@@ -153,6 +176,7 @@ def detect_pyenv(host: Host) -> PyEnvFacts | None:
         implementation=data["implementation"], prefix=data["prefix"], base_prefix=data["base_prefix"],
         venv=data["prefix"] != data["base_prefix"], conda=host.is_dir(PurePath(data["prefix"]) / "conda-meta"),
         sys_path=list(host.sys_path) or data["path"],
+        extension_suffixes=_suffixes(data.get("extension_suffixes")),
         evidence=[Evidence("command", f"{host.python} -I -c <platform, sys>",
                            f"{data['implementation']} {data['version']} at {data['executable']}")],
     )

@@ -42,8 +42,14 @@ def test_the_table_covers_every_documented_id_and_each_has_a_docs_page():
 
 
 def test_every_example_is_a_real_corpus_line_that_its_own_sign_matches():
+    from doctor.explain.disambiguate import LOOK_ALIKES
+
     lines = corpus_lines()
+    chosen_only = {pair.ids[1] for pair in LOOK_ALIKES if not RULES[pair.ids[1]].signs}
+    assert chosen_only == {"python.torch-extension-missing"}  # reached only by a look-alike decision
     for rule in TABLE:
+        if rule.id in chosen_only:
+            continue
         assert any(s.examples for s in rule.signs), f"{rule.id} has no real example line"
         for sign in rule.signs:
             assert sign.examples or sign.basis, f"a sign of {rule.id} has neither a real line nor a basis"
