@@ -797,6 +797,9 @@ PYTHON_RULES: tuple[Rule, ...] = (
                  ("No module named 'torch._C'", "No module named torch._C", "Failed to load PyTorch C extensions"),
                  "ModuleNotFoundError: No module named 'torch._C'",
                  "ImportError: Failed to load PyTorch C extensions:"),
+            # "(unknown location)": Python's words for a namespace package, here the torch/_C/ folder
+            sign(r"cannot import name '\w+' from 'torch\._C' \(unknown location\)", "from 'torch._C' (unknown location)",
+                 "ImportError: cannot import name '_add_docstr' from 'torch._C' (unknown location)"),
             # the traceback's frame names the torch/ Python took
             sign(r'File "(?P<package>[^"]*?[\\/]torch)[\\/]__init__\.py", line \d+',
                  ('torch/__init__.py", line', 'torch\\__init__.py", line'),
