@@ -108,6 +108,8 @@ def _tree_findings(c: LibtorchInstall, system: SystemFacts, active: bool = True)
         if "LIBTORCH_INCLUDE/LIBTORCH_LIB" in c.origins and len(c.origins) == 1:
             return out  # diagnose/clients.py names the variable that is wrong (issue 18)
         what = not_a_directory(c.root_kind) if not c.exists else _incomplete(c)
+        if c.unexpanded_tilde:
+            what += ": its ~ was not expanded"
         if c.nearby_root:
             what += f"; the libtorch root is {c.nearby_root}"
         shown = sh_paste(c.root) if c.root != c.root.strip() else c.root  # quotes make a blank at either end visible
@@ -121,12 +123,17 @@ def _tree_findings(c: LibtorchInstall, system: SystemFacts, active: bool = True)
             fix = f"unset {variable}, or point it at a libtorch root (the folder with lib/ and include/); or get one: {FETCH}"
         else:
             fix = f"remove {sh_paste(str(c.root))} or re-install it: {FETCH}"
+        detail = f"{variable} points a build at {c.root}, which {what}." if variable else f"{c.root} {what}."
+        if c.unexpanded_tilde:
+            detail += (" A shell expands ~ only unquoted at the start of a word, and Cargo's [env], a Dockerfile ENV, "
+                       "GitHub Actions' env: and systemd never do, so builds take ~ as a folder name. Expanded, it "
+                       f"would be {c.unexpanded_tilde}.")
         out.append(
             Finding(
                 "libtorch.path-invalid",
                 Level.ERROR if variable else Level.WARNING,
                 f"{named_by} {what}",
-                detail=f"{variable} points a build at {c.root}, which {what}." if variable else f"{c.root} {what}.",
+                detail=detail,
                 fix=fix,
                 area="libtorch",
                 evidence=c.evidence[:1],

@@ -438,3 +438,36 @@ def test_LIBTORCH_with_a_blank_at_the_end_is_shown_quoted_and_fixed(tmp_path, ab
     blank = doctor_subprocess("check", "--json", env={"LIBTORCH": "   "}, cwd=tmp_path / "opt")
     titles = [f["title"] for f in json.loads(blank.stdout)["findings"] if f["id"] == "libtorch.path-invalid"]
     assert titles == ["LIBTORCH='   ' does not exist"], titles
+
+
+def test_a_quoted_tilde_in_LIBTORCH_is_named_with_the_folder_it_meant(tmp_path, abi_libs):
+    """`export LIBTORCH="~/libtorch"`: in quotes (and in Cargo's [env], a Dockerfile ENV, GitHub
+    Actions' env:) the ~ stays a folder name; what real bash exports is what check is given."""
+    home = tmp_path / "home"
+    root = make_tree(home / "libtorch", "2.13.0", "cpu", libc10=abi_libs["cxx11"])
+    env = {**os.environ, "HOME": str(home)}
+
+    def exported(assignment: str) -> str:
+        return subprocess.run(["bash", "-c", f'export {assignment}; printf %s "$LIBTORCH"'], env=env,
+                              capture_output=True, text=True, check=True).stdout
+
+    quoted, bare = exported('LIBTORCH="~/libtorch"'), exported("LIBTORCH=~/libtorch")
+    assert (quoted, bare) == ("~/libtorch", str(root))  # the shell's own rule
+    work = tmp_path / "work"
+    work.mkdir()
+    result = doctor_subprocess("check", "--json", env={"HOME": str(home), "LIBTORCH": quoted}, cwd=work)
+    data = json.loads(result.stdout)
+    assert data["facts"]["libtorch"]["candidates"][0]["unexpanded_tilde"] == str(root)
+    (finding,) = [f for f in data["findings"] if f["id"] == "libtorch.path-invalid"]
+    assert finding["title"] == (f"LIBTORCH='~/libtorch' ({work}/~/libtorch) does not exist: its ~ was not expanded; "
+                                f"the libtorch root is {root}")
+    assert finding["fix"] == f"export LIBTORCH={root}"
+    # expanded by the shell, it is simply the tree
+    result = doctor_subprocess("check", "--json", env={"HOME": str(home), "LIBTORCH": bare}, cwd=work)
+    candidate = json.loads(result.stdout)["facts"]["libtorch"]["candidates"][0]
+    assert (candidate["root"], candidate["complete"], candidate["unexpanded_tilde"]) == (str(root), True, None)
+    # a ~ that names nothing either way still says so, without a root to point at
+    result = doctor_subprocess("check", "--json", env={"HOME": str(home), "LIBTORCH": "~/nothing"}, cwd=work)
+    (finding,) = [f for f in json.loads(result.stdout)["findings"] if f["id"] == "libtorch.path-invalid"]
+    assert finding["title"].endswith("does not exist: its ~ was not expanded")
+    assert f"Expanded, it would be {home}/nothing." in finding["detail"]
