@@ -172,11 +172,13 @@ def drop_empty_entries(variable: str) -> str:
 
 
 def absolute_entries(variable: str, absolute: dict[str, str]) -> str:
-    """Relative :-list entries written as the folders they name from here, and the idiom for a
-    script (which is run from the folder it means)."""
+    """Relative :-list entries written as the folders they mean (from here; a literal ~ as the
+    home folder), and the idiom for a script (which is run from the folder it means)."""
     shown = ", ".join(f"{sh_paste(clip(rel))} → {sh_paste(clip(path))}" for rel, path in list(absolute.items())[:3])
-    return (f"write them as absolute folders in {variable} ({shown} from this folder); "
-            f'a script setting it from its own folder can prefix "$PWD/"')
+    tilde = any(rel == "~" or rel.startswith("~/") for rel in absolute)
+    return (f"write them as absolute folders in {variable} ({shown}" + ("" if tilde else " from this folder") + "); "
+            + ('a ~ stays literal in quotes: write "$HOME/…" instead' if tilde
+               else 'a script setting it from its own folder can prefix "$PWD/"'))
 
 
 def unshadow_torch(package: str, via: str | None) -> str:

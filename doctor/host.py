@@ -225,6 +225,16 @@ class Host:
             return p
         return next((c for c in p.parents if _safely(c.exists)), None)
 
+    def tilde_expanded(self, value: str) -> str | None:
+        """The folder `~` or `~/x` names with ~ expanded to this user's home; None for any other
+        value. Only a shell expands ~, and only unquoted at the start of a word: in quotes, Cargo's
+        [env], a Dockerfile ENV or GitHub Actions' env: it stays a folder named ~, which builds and
+        the loader look for under the current folder."""
+        if value != "~" and not value.startswith("~/"):
+            return None
+        home = self.home
+        return str(home / value[2:]) if home.is_absolute() else None
+
     def disk_free(self, path: str | os.PathLike[str]) -> int | None:
         """Free bytes on the file system that holds `path` (or its nearest existing parent)."""
         where = self._nearest_existing(path)

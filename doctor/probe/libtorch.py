@@ -188,16 +188,6 @@ def _join(base: str, rel: str) -> str:
     return os.path.join(base, *rel.split("/"))
 
 
-def _tilde_expanded(host: Host, value: str) -> str | None:
-    """The folder `~` or `~/x` names with ~ expanded. Only a shell expands it, and only unquoted at
-    the start of a word: in quotes, Cargo's [env], a Dockerfile ENV or GitHub Actions' env: it stays
-    a folder named ~, which tch-rs and CMake look for under the build's current folder."""
-    if value != "~" and not value.startswith("~/"):
-        return None
-    home = host.home
-    return str(home / value[2:]) if home.is_absolute() else None
-
-
 def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evidence]) -> LibtorchInstall:
     given = root
     root = _absolute(host, root)
@@ -219,7 +209,7 @@ def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evide
         install.root_kind = host.path_kind(root)
         if root.strip() not in ("", root) and not split:  # `export LIBTORCH="$(cat f)"` keeping a space or a CR
             install.nearby_root = _nearby_root(host, PurePath(root.strip()), None, itself=True)
-        elif not split and (expanded := _tilde_expanded(host, given)):
+        elif not split and (expanded := host.tilde_expanded(given)):
             install.unexpanded_tilde = expanded
             install.nearby_root = _nearby_root(host, PurePath(expanded), None, itself=True)
         return install

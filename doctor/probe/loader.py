@@ -50,7 +50,7 @@ class LoaderFacts:
     foreign: str | None = None  # "Darwin" / "Windows": a macOS or Windows tree, simulated in probe/platform_tree.py
     preload: list[Resolution] = field(default_factory=list)  # LD_PRELOAD's entries, where ld.so finds each (path None: nowhere)
     empty_entry: bool = False  # LD_LIBRARY_PATH has an empty entry (':/a', '/a:', '/a::b'): ld.so searches the cwd there
-    relative_entries: dict[str, str] = field(default_factory=dict)  # "libtorch/lib" -> that folder from the cwd
+    relative_entries: dict[str, str] = field(default_factory=dict)  # "libtorch/lib" -> that folder from the cwd; "~/x" -> home/x
 
 
 class LoaderCache(dict):
@@ -144,7 +144,7 @@ def detect_loader(host: Host, lib_dir: str | None, ld_cache: dict[str, list[str]
     facts.empty_entry = bool(value) and "" in value.split(":")
     # ld.so takes a relative entry from the folder a program starts in ($ORIGIN: from the program's own)
     relative = [e for e in search if not e.startswith(("/", "$ORIGIN", "${ORIGIN}"))][:16]
-    facts.relative_entries = {e: str(host.cwd / e) for e in relative}
+    facts.relative_entries = {e: host.tilde_expanded(e) or str(host.cwd / e) for e in relative}
     if lib_dir is None:
         return facts
     # ld.so loads LD_PRELOAD's libraries first and then takes them for every NEEDED entry of

@@ -226,6 +226,16 @@ def test_a_relative_ld_library_path_entry_is_found_from_where_a_program_starts(t
     assert finding.title.startswith("LD_LIBRARY_PATH has relative entries (libtorch/lib, ./lib)")
     assert "libtorch/lib → /work/libtorch/lib, ./lib → /work/lib" in finding.fix
     assert detect_loader(Host.for_test(tmp_path, env={"LD_LIBRARY_PATH": "/a:$ORIGIN"}), None, {}).relative_entries == {}
+    # a ~ the shell did not expand is a folder named ~ for ld.so too (real runs); the fix means the home
+    home = tmp_path / "home"
+    (home / "lib").mkdir(parents=True)
+    (tmp_path / "here/libfoo.so").rename(home / "lib/libfoo.so")
+    runs = [subprocess.run([tmp_path / "main"], cwd=tmp_path, env={"HOME": str(home), "LD_LIBRARY_PATH": value},
+                           capture_output=True).returncode for value in ("~/lib", str(home / "lib"))]
+    assert runs == [127, 0]
+    host = Host.for_test(tmp_path, env={"HOME": str(home), "LD_LIBRARY_PATH": "~/lib"})
+    (finding,) = [f for f in loader_area(detect_loader(host, None, {})).findings if f.id == "loader.relative-entry"]
+    assert f"'~/lib' → {home}/lib" in finding.fix and '"$HOME/…"' in finding.fix
     long = "x" * 100_000  # shown clipped: a 100 KB title before
     (finding,) = [f for f in loader_area(detect_loader(Host.for_test(tmp_path, env={"LD_LIBRARY_PATH": long}), None, {})).findings
                   if f.id == "loader.relative-entry"]
