@@ -228,8 +228,8 @@ class Host:
     def tilde_expanded(self, value: str) -> str | None:
         """The folder `~` or `~/x` names with ~ expanded to this user's home; None for any other
         value. Only a shell expands ~, and only unquoted at the start of a word: in quotes, Cargo's
-        [env], a Dockerfile ENV or GitHub Actions' env: it stays a folder named ~, which builds and
-        the loader look for under the current folder."""
+        [env], a Dockerfile ENV or GitHub Actions' env: it stays a folder named ~, which tch-rs and
+        the loader look for under the current folder; CMake expands it itself."""
         if value != "~" and not value.startswith("~/"):
             return None
         home = self.home

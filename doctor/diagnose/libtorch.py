@@ -126,8 +126,8 @@ def _tree_findings(c: LibtorchInstall, system: SystemFacts, active: bool = True)
         detail = f"{variable} points a build at {c.root}, which {what}." if variable else f"{c.root} {what}."
         if c.unexpanded_tilde:
             detail += (" A shell expands ~ only unquoted at the start of a word, and Cargo's [env], a Dockerfile ENV, "
-                       "GitHub Actions' env: and systemd never do, so builds take ~ as a folder name. Expanded, it "
-                       f"would be {c.unexpanded_tilde}.")
+                       "GitHub Actions' env: and systemd never do; tch-rs and Hasktorch then take ~ as a folder name "
+                       f"(CMake alone expands it itself). Expanded, it would be {c.unexpanded_tilde}.")
         out.append(
             Finding(
                 "libtorch.path-invalid",

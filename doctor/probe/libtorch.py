@@ -130,14 +130,18 @@ def _from_env(host: Host) -> list[tuple[str, str, Evidence]]:
         # tch-rs reads both as prefixes: $LIBTORCH_LIB/lib and $LIBTORCH_INCLUDE/include.
         name = "LIBTORCH_LIB" if host.env.get("LIBTORCH_LIB") else "LIBTORCH_INCLUDE"
         out.append(("LIBTORCH_INCLUDE/LIBTORCH_LIB", host.env[name], Evidence("env", name, host.env[name])))
+    # CMake expands a leading ~ itself (kwsys ConvertToUnixSlashes), in these variables and in -D values:
+    # `cmake -DCMAKE_PREFIX_PATH=~/libtorch` works although no shell expanded it. tch-rs, Hasktorch and
+    # ld.so take ~ literally.
     torch_dir = host.env.get("Torch_DIR")
     if torch_dir:
-        p = PurePath(torch_dir)
-        root = str(p.parents[2]) if p.parts[-3:] == ("share", "cmake", "Torch") else torch_dir
+        p = PurePath(host.tilde_expanded(torch_dir) or torch_dir)
+        root = str(p.parents[2]) if p.parts[-3:] == ("share", "cmake", "Torch") else str(p)
         out.append(("Torch_DIR", root, Evidence("env", "Torch_DIR", torch_dir)))
     for entry in filter(None, host.env.get("CMAKE_PREFIX_PATH", "").split(":" if host.system != "Windows" else ";")):
-        if host.exists(PurePath(entry) / "share/cmake/Torch/TorchConfig.cmake"):
-            out.append(("CMAKE_PREFIX_PATH", entry, Evidence("env", "CMAKE_PREFIX_PATH", entry)))
+        prefix = host.tilde_expanded(entry) or entry
+        if host.exists(PurePath(prefix) / "share/cmake/Torch/TorchConfig.cmake"):
+            out.append(("CMAKE_PREFIX_PATH", prefix, Evidence("env", "CMAKE_PREFIX_PATH", entry)))
     return out
 
 

@@ -471,3 +471,29 @@ def test_a_quoted_tilde_in_LIBTORCH_is_named_with_the_folder_it_meant(tmp_path, 
     (finding,) = [f for f in json.loads(result.stdout)["findings"] if f["id"] == "libtorch.path-invalid"]
     assert finding["title"].endswith("does not exist: its ~ was not expanded")
     assert f"Expanded, it would be {home}/nothing." in finding["detail"]
+
+
+def test_a_tilde_in_cmakes_variables_is_expanded_as_cmake_does(tmp_path, wheel_root):
+    """CMake expands a leading ~ itself (so `cmake -DCMAKE_PREFIX_PATH=~/libtorch` works although no
+    shell expanded it): the real cmake finds Torch through Torch_DIR='~/…' and CMAKE_PREFIX_PATH='~/…',
+    and check takes the same tree, where a literal ~ in LIBTORCH is a folder named ~ for tch-rs."""
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        pytest.fail("cmake is needed (apt-get install cmake; scripts/test installs it)")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "libtorch").symlink_to(wheel_root)
+    project = tmp_path / "project"
+    (project / "build").mkdir(parents=True)
+    (project / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.18)\nproject(t CXX)\n"
+                                            "find_package(Torch REQUIRED)\nmessage(STATUS \"prefix=${TORCH_INSTALL_PREFIX}\")\n")
+    for variable, value in (("Torch_DIR", "~/libtorch/share/cmake/Torch"), ("CMAKE_PREFIX_PATH", "~/libtorch")):
+        env = {k: v for k, v in os.environ.items() if k not in ("Torch_DIR", "CMAKE_PREFIX_PATH")}
+        configured = subprocess.run([cmake, "-S", str(project), "-B", str(project / "build" / variable)],
+                                    env={**env, "HOME": str(home), variable: value}, capture_output=True, text=True,
+                                    timeout=300)
+        assert f"-- prefix={home}/libtorch" in configured.stdout, configured.stdout[-2000:] + configured.stderr[-2000:]
+        data = json.loads(doctor_subprocess("check", "--json", env={"HOME": str(home), variable: value}).stdout)
+        (candidate,) = [c for c in data["facts"]["libtorch"]["candidates"] if variable in c["origins"]]
+        assert (candidate["root"], candidate["complete"]) == (f"{home}/libtorch", True)
+        assert not [f for f in data["findings"] if f["id"] == "libtorch.path-invalid"]
