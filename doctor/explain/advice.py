@@ -39,7 +39,7 @@ from doctor.catalog.releases import (
 from doctor.catalog.toolkit import cuda_library_prefixes
 from doctor.explain.cuda_advice import CUDA_ADVISORS
 from doctor.explain.facts import Advice, LibtorchFacts, MachineFacts
-from doctor.formats import human_bytes, symbol_version_key, version_tuple
+from doctor.formats import clip, human_bytes, symbol_version_key, version_tuple
 from doctor.model import Evidence
 from doctor.quoting import sh_paste, sh_prepend
 
@@ -263,7 +263,19 @@ def _headers(match: Match, facts: MachineFacts) -> Advice:
         detail.append("No libtorch was found on this machine.")
         fix = (f"{FETCH}\n(libtorch needs both <root>/include and <root>/include/torch/csrc/api/include on the "
                "include path)")
+    detail, fix = _tilde_flags(match, detail, fix)
     return Advice(f"libtorch headers not found: {_plural(headers)}", detail, fix, subject=_plural(headers))
+
+
+def _tilde_flags(match: Match, detail: list[str], fix: str) -> tuple[list[str], str]:
+    """-I~/… or -L~/… on the command line: the ~ reached the compiler as a folder name."""
+    hit = next((h for h in match.hits if h.groups.get("tilde")), None)
+    if hit is None:
+        return detail, fix
+    flag, folder = hit.groups["flag"], clip(hit.groups["tilde"], 200)
+    return ([*detail, f"The command line has {flag}{folder}: a shell expands ~ only at the start of a word, so the "
+                      "compiler looked in a folder named ~ under the build's folder."],
+            f'write {flag}"$HOME{folder[1:]}" instead of {flag}{folder}; or ' + fix)
 
 
 def _libs_of(match: Match) -> list[str]:
@@ -299,6 +311,7 @@ def _link(match: Match, facts: MachineFacts) -> Advice:
     else:
         detail.append("No libtorch was found on this machine.")
         fix = FETCH
+    detail, fix = _tilde_flags(match, detail, fix)
     return Advice(f"the linker cannot find libtorch: {_plural(['-l' + l for l in libs])}", detail, fix, subject=_plural(libs))
 
 

@@ -63,6 +63,9 @@ NO_SUCH_FILE = (
     "Нет такого файла или каталога",
 )
 _NO_SUCH = "(?:" + "|".join(map(re.escape, NO_SUCH_FILE)) + ")"
+# -I~/x, -L~/x: a shell expands ~ only at the start of a word, so the compiler gets a folder named ~.
+_TILDE_FLAG = r"(?<!\S)(?P<flag>-(?:I|L|isystem))(?P<tilde>~/[^\s'\"]*)"
+_TILDE_BASIS = "bash, zsh and dash leave `-I~/lt/include` as it is (`echo -I~/x` prints -I~/x); gcc does not expand ~"
 # libtorch's own libraries, as -l names ("torchvision" is not one: it needs the "_").
 TORCH_LIB = r"(?P<lib>(?:torch|c10|caffe2|shm)(?:_\w+)?)\b"
 # Mangled torch namespaces: c10, at, torch, caffe2, c10d.
@@ -253,6 +256,7 @@ TABLE: tuple[Rule, ...] = (
                  basis='nvcc / EDG front ends: \'catastrophic error: cannot open source file "torch/extension.h"\''),
             sign(r"Missing \(or bad\) header files?: .*?" + HEADER, "Missing (or bad) header",
                  basis="Cabal's configure check: '* Missing (or bad) header file: torch/torch.h'"),
+            sign(_TILDE_FLAG, ("-I~/", "-isystem~/"), basis=_TILDE_BASIS, trigger=False),
         ),
     ),
     Rule(
@@ -276,6 +280,7 @@ TABLE: tuple[Rule, ...] = (
                  basis="MSVC link.exe: \"LINK : fatal error LNK1104: cannot open file 'torch.lib'\""),
             sign(r"Missing \(or bad\) C librar(?:y|ies): (?P<libs>.*\b(?:torch|c10)\b.*)", "Missing (or bad) C librar",
                  "* Missing (or bad) C libraries: c10, torch"),
+            sign(_TILDE_FLAG, "-L~/", basis=_TILDE_BASIS, trigger=False),
         ),
         explains=("abi.mismatch", "version.mismatch"),
     ),

@@ -105,6 +105,29 @@ def test_missing_library_dir(gxx, probe, wheel_root, facts):
     assert f'export LIBRARY_PATH="{wheel_root}/lib' in finding.fix
 
 
+def test_a_tilde_after_I_or_L_reaches_the_compiler_as_a_folder_name(gxx, probe, wheel_root, facts, tmp_path):
+    """`g++ -I~/lt/include`, typed in a real bash: no shell expands a ~ that does not start a word,
+    so the headers (and with -L~/…, the libraries) in the home folder are not found."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "lt").symlink_to(wheel_root)
+    for flags, rule in ((f"-I~/lt/include -c -o {tmp_path / 'probe.o'}", "headers.missing"),
+                        (f"-I{wheel_root}/include -L~/lt/lib -o {tmp_path / 'probe'} -lc10", "link.library-missing")):
+        command = f"{gxx} -std=c++20 {probe} {flags}"
+        run = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120,
+                             env=clean_env(HOME=str(home)))
+        assert run.returncode != 0
+        (finding,) = explain_text(f"{command}\n{run.stdout}{run.stderr}", facts)
+        assert finding.id == rule
+        tilde = next(word for word in flags.split() if "~" in word)
+        written = tilde[:2] + '"$HOME' + tilde[3:] + '"'
+        assert finding.fix.startswith(f"write {written} instead of {tilde}; or "), finding.fix
+        assert f"The command line has {tilde}: a shell expands ~ only at the start of a word" in finding.detail
+        fixed = subprocess.run(["bash", "-c", command.replace(tilde, written)], capture_output=True, text=True,
+                               timeout=120, env=clean_env(HOME=str(home)))
+        assert fixed.returncode == 0, fixed.stderr[-2000:]  # and the fix works
+
+
 def test_running_without_the_loader_path(gxx, probe, wheel_root, facts):
     built = compile_(gxx, probe, f"-I{wheel_root}/include", f"-L{wheel_root}/lib")
     assert built.returncode == 0, built.log
