@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from doctor import fixes
 from doctor.catalog.toolkit import host_compiler_limit, major_minor, newest_cuda_for
+from doctor.diagnose.common import not_a_directory
 from doctor.model import Area, Evidence, Finding, Level
 from doctor.probe.cuda_toolkit import CudaToolkitFacts
 
@@ -34,6 +35,21 @@ def builds_with_cuda(python_cuda: str | None, libtorch_cuda: str | None) -> list
     return [(who, v) for who, v in (("Python torch", python_cuda), ("libtorch", libtorch_cuda)) if v]
 
 
+def _not_a_toolkit(t: CudaToolkitFacts) -> str:
+    """What the CUDA_HOME that was set names, when it is no toolkit: "does not exist", "is a file,
+    not a directory", … or, for a directory, that it lacks nvcc."""
+    if t.cuda_home_kind in (None, "directory"):
+        return "has no bin/nvcc"
+    return not_a_directory(t.cuda_home_kind) + (": its ~ was not expanded" if t.cuda_home_tilde else "")
+
+
+def _tilde_note(t: CudaToolkitFacts) -> str:
+    if not t.cuda_home_tilde:
+        return ""
+    return (f" torch.utils.cpp_extension takes {t.cuda_home_via} as written, and only a shell expands ~ "
+            f"(unquoted, at the start of a word): expanded, it would be {t.cuda_home_tilde}.")
+
+
 def cuda_stack_area(t: CudaToolkitFacts, python_cuda: str | None, libtorch_cuda: str | None,
                     libtorch_label: str = "") -> Area:
     """`python_cuda` is torch.version.cuda read from version.py; `libtorch_cuda` from the active
@@ -53,10 +69,11 @@ def cuda_stack_area(t: CudaToolkitFacts, python_cuda: str | None, libtorch_cuda:
         missing_nvcc = t.cuda_home is not None
         findings.append(Finding(
             "cuda.toolkit-not-found", Level.WARNING,
-            f"CUDA_HOME={t.cuda_home} has no bin/nvcc" if missing_nvcc else
-            "no CUDA toolkit found: CUDA_HOME is not set and no nvcc on PATH",
+            (f"{t.cuda_home_via}={t.cuda_home} {_not_a_toolkit(t)}" if missing_nvcc else
+             "no CUDA toolkit found: CUDA_HOME is not set and no nvcc on PATH"),
             detail=f"{wants[0][0]} is built for CUDA {wants[0][1]}; compiling CUDA extensions or .cu files needs a "
-                   "toolkit (torch.utils.cpp_extension: \"CUDA was not found on the system, please set the CUDA_HOME ...\").",
+                   "toolkit (torch.utils.cpp_extension: \"CUDA was not found on the system, please set the CUDA_HOME ...\")."
+                   + _tilde_note(t),
             fix=f"install the CUDA {wants[0][1]} toolkit (or `pip install nvidia-cuda-nvcc-cu{wants[0][1].split('.')[0]}`) "
                 f"and export CUDA_HOME=/usr/local/cuda-{wants[0][1]}",
             area="cuda", evidence=list(t.evidence) + (active.evidence if active else []), subject=t.cuda_home or "CUDA_HOME"))
@@ -119,6 +136,8 @@ def cuda_stack_area(t: CudaToolkitFacts, python_cuda: str | None, libtorch_cuda:
     else:
         summary = "no CUDA toolkit (not needed: no CUDA build of torch)" if not t.candidates else \
             f"CUDA_HOME {t.cuda_home or 'unset'}"
+        if t.cuda_home_kind not in (None, "directory"):  # a stale variable, harmless until a CUDA build comes
+            summary = f"{t.cuda_home_via}={t.cuda_home} {_not_a_toolkit(t)} (not needed: no CUDA build of torch)"
     if wants:
         summary += "; builds: " + ", ".join(f"{w} CUDA {v}" for w, v in wants)
     return Area("cuda", "CUDA toolkit", summary, details, findings)

@@ -56,6 +56,10 @@ class CudaToolkitFacts:
     candidates: list[ToolkitCandidate] = field(default_factory=list)
     host_compiler: HostCompiler | None = None
     allow_unsupported_compiler: bool = False  # -allow-unsupported-compiler in NVCC_*_FLAGS
+    # What CUDA_HOME / CUDA_PATH names when one of them chose cuda_home (Host.path_kind: "directory",
+    # "missing", "file", "dangling", …), and for a ~ kept literal the folder it names expanded
+    cuda_home_kind: str | None = None
+    cuda_home_tilde: str | None = None
     evidence: list[Evidence] = field(default_factory=list)
 
     @property
@@ -215,6 +219,9 @@ def find_host_compiler(host: Host, timeout: float) -> tuple[HostCompiler | None,
 def detect_cuda_toolkit(host: Host, timeout: float = 5.0) -> CudaToolkitFacts:
     cuda_home, via, evidence = find_cuda_home(host)
     facts = CudaToolkitFacts(cuda_home, via, evidence=evidence)
+    if cuda_home and via in ("CUDA_HOME", "CUDA_PATH"):
+        facts.cuda_home_kind = host.path_kind(cuda_home)
+        facts.cuda_home_tilde = host.tilde_expanded(cuda_home)
     # Each candidate's nvcc and the host compiler are separate processes: ask them side by side.
     with ThreadPoolExecutor(max_workers=4) as pool:
         compiler = pool.submit(find_host_compiler, host, timeout)

@@ -40,7 +40,7 @@ def test_no_toolkit_matters_only_for_a_cuda_build(fake_root):
     assert _ids(area) == [("cuda.toolkit-not-found", Level.WARNING)]
     assert "nvidia-cuda-nvcc-cu12" in area.findings[0].fix
     area = _area(fake_root, {"CUDA_HOME": "/gone"}, python_cuda="12.8")
-    assert "CUDA_HOME=/gone has no bin/nvcc" == area.findings[0].title
+    assert "CUDA_HOME=/gone does not exist" == area.findings[0].title
 
 
 def test_host_compiler_too_new(fake_root):
@@ -92,3 +92,28 @@ def test_real_machine_toolkit_against_a_cuda_build():
     assert cuda_stack_area(facts, "13.0", None).findings == []
     assert _ids(cuda_stack_area(facts, "12.8", None)) == [("cuda.toolkit-mismatch", Level.ERROR)]
     assert _ids(cuda_stack_area(facts, None, "13.2")) == [("cuda.toolkit-mismatch", Level.WARNING)]
+
+
+def test_a_cuda_home_that_names_no_folder_says_what_it_names(fake_root):
+    """CUDA_HOME set to a file, a dangling link, a missing path or a quoted ~/…: torch's
+    _find_cuda_home takes it as written. With a CUDA build the warning says what stands there;
+    without one the summary does, and nothing is flagged."""
+    (fake_root / "cuda-file").write_text("")
+    (fake_root / "cuda-gone").symlink_to(fake_root / "nowhere")
+    (fake_root / "home/user/cuda").mkdir(parents=True)
+    toolkit(fake_root / "home/user/cuda", "12.8")
+    for value, said in (("/cuda-file", "is a file, not a directory"),
+                        ("/cuda-gone", "is a symbolic link to a path that does not exist"),
+                        ("/missing", "does not exist"),
+                        ("~/cuda", "does not exist: its ~ was not expanded")):
+        area = _area(fake_root, {"CUDA_HOME": value}, python_cuda="12.8")
+        (finding,) = area.findings
+        assert (finding.id, finding.title) == ("cuda.toolkit-not-found", f"CUDA_HOME={value} {said}")
+        quiet = _area(fake_root, {"CUDA_HOME": value})
+        assert quiet.findings == [] and quiet.summary == f"CUDA_HOME={value} {said} (not needed: no CUDA build of torch)"
+    area = _area(fake_root, {"CUDA_HOME": "~/cuda"}, python_cuda="12.8")
+    assert "expanded, it would be /home/user/cuda." in area.findings[0].detail
+    # a toolkit folder without nvcc is still said as before
+    (fake_root / "empty-tk").mkdir()
+    (finding,) = _area(fake_root, {"CUDA_HOME": "/empty-tk"}, python_cuda="12.8").findings
+    assert finding.title == "CUDA_HOME=/empty-tk has no bin/nvcc"
