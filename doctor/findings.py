@@ -76,6 +76,7 @@ FINDINGS: dict[str, str] = {
     "probe.failed": 'a command the doctor asked hung or failed',
     "python.path-differs": "the `python` first on `PATH` is another environment (another venv, the system Python, conda's base) than the interpreter inspected",
     "python.torch-shadowed": "a `torch` package earlier on `sys.path` than the installed one (a PyTorch source checkout in the current folder, another copy on `PYTHONPATH`) is the one `import torch` takes",
+    "python.torch-missing": "the Python that ran the code has no torch: another environment's interpreter, or pip's isolated build environment for a package whose setup.py imports torch",
     "python.torch-extension-missing": "the installed torch holds no `_C` extension this interpreter loads (built for another Python, or missing), so `import torch` fails with \"Failed to load PyTorch C extensions\"",
     "requirement.unmet": 'a CI job (`--require`, or `[tool.doctor] require` in `pyproject.toml`) states what the build needs, and this machine does not have it',
     "rocm.arch-unsupported": 'a ROCm build carries kernels for a fixed list of gfx targets (`PYTORCH_ROCM_ARCH`)',

@@ -204,6 +204,20 @@ def reinstall_torch(version: str | None = None, python: str = "python") -> str:
             "came from: a +cpu or +cuXYZ version needs that --index-url)")
 
 
+def build_without_isolation() -> str:
+    """A package whose setup.py imports torch, built by pip in an isolated environment."""
+    return ("install torch first, then build the package against it: pip install --no-build-isolation <package> "
+            "(its other build requirements too: pip install setuptools wheel ninja packaging; uv: the same flag, or "
+            "no-build-isolation-package in [tool.uv])")
+
+
+def install_torch_here() -> str:
+    """`import torch` in an interpreter that has none."""
+    return ("install torch for the interpreter that ran it: python -m pip install torch with that python "
+            "(`which python` and a notebook's kernel may name another environment); "
+            "`doctor check --python <that python>` shows what it sees")
+
+
 def preload_without() -> str:
     """LD_PRELOAD holding what a libtorch program should not get."""
     return "unset LD_PRELOAD, or set it to the libraries you mean to preload, each an existing absolute path"

@@ -827,6 +827,25 @@ PYTHON_RULES: tuple[Rule, ...] = (
         "torch==<its version> (from the index it came from)",
         (),  # python.torch-shadowed's lines: disambiguate.py gives them this id when the frame shows an installed torch
     ),
+    Rule(
+        "python.torch-missing",
+        "the Python that ran this has no torch",
+        "Python found no torch package: torch is not installed for the interpreter that ran (another venv or conda "
+        "environment, `python` against `python3`, a Jupyter kernel of another environment), or pip built a package in "
+        "an isolated environment, which holds the package's declared build requirements only, not the torch you "
+        "installed.",
+        "install torch for the interpreter that runs it (python -m pip install torch, with that python); for a package "
+        "whose setup.py imports torch, install torch first and build it with pip install --no-build-isolation",
+        (
+            sign(r"No module named '?torch'?(?![\w.])", ("No module named 'torch'", "No module named torch"),
+                 "ModuleNotFoundError: No module named 'torch'", "ImportError: No module named torch"),
+            # an isolated build (pip's, uv's): the error comes from the build backend run in a temporary environment
+            sign(r"(?P<isolated>pip-build-env-|get_requires_for_build_(?:wheel|editable)|prepare_metadata_for_build_"
+                 r"(?:wheel|editable)|Getting requirements to build (?:wheel|editable))",
+                 ("pip-build-env-", "get_requires_for_build_", "prepare_metadata_for_build_", "Getting requirements to build"),
+                 "  Getting requirements to build wheel ... error", trigger=False),
+        ),
+    ),
 )
 
 TABLE = TABLE + CUDA_STACK_RULES + PYTHON_RULES

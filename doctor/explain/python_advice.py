@@ -36,7 +36,17 @@ def _extension_missing(match: Match, facts: MachineFacts) -> Advice:
                   fixes.reinstall_torch(), subject=package or "torch")
 
 
+def _torch_missing(match: Match, facts: MachineFacts) -> Advice:
+    if any(h.groups.get("isolated") for h in match.hits):
+        return Advice("the package was built in an isolated environment, which has no torch",
+                      [match.rule.cause, "The log shows an isolated build (pip's or uv's get_requires_for_build_wheel "
+                                         "step, a /tmp/pip-build-env-… folder): the package's build imported torch there."],
+                      fixes.build_without_isolation(), subject="build isolation")
+    return Advice(match.rule.title, [match.rule.cause], fixes.install_torch_here(), subject="torch")
+
+
 PYTHON_ADVISORS: dict[str, Callable[[Match, MachineFacts], Advice]] = {
     "python.torch-shadowed": _shadowed,
     "python.torch-extension-missing": _extension_missing,
+    "python.torch-missing": _torch_missing,
 }

@@ -127,3 +127,35 @@ def test_a_hostile_frame_is_clipped_in_the_title():
     long = "/x" * 1500
     (finding,) = explain_text(f'  File "{long}/torch/__init__.py", line 1\nImportError: Failed to load PyTorch C extensions:')
     assert len(finding.title) < 400
+
+
+def test_pip_s_isolated_build_has_no_torch_and_the_fix_builds(tmp_path):
+    """A package whose build imports torch (as flash-attn's setup.py does), built by the real pip:
+    in its isolated environment torch is missing; built without isolation, it builds."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "pyproject.toml").write_text('[build-system]\nrequires = []\nbuild-backend = "backend"\n'
+                                            'backend-path = ["."]\n')
+    (package / "backend.py").write_text("import torch  # noqa: F401\nfrom setuptools.build_meta import *  # noqa\n")
+    (package / "setup.py").write_text('from setuptools import setup\nsetup(name="needs-torch", version="0", py_modules=[])\n')
+    pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index", "-w", str(tmp_path / "out")]
+    isolated = subprocess.run([*pip, str(package)], capture_output=True, text=True, timeout=300)
+    assert isolated.returncode != 0 and "No module named 'torch'" in isolated.stdout + isolated.stderr
+    (finding,) = explain_text(isolated.stdout + isolated.stderr)
+    assert (finding.id, finding.title) == ("python.torch-missing",
+                                           "the package was built in an isolated environment, which has no torch")
+    assert finding.fix.startswith("install torch first, then build the package against it: pip install "
+                                  "--no-build-isolation <package>")
+    built = subprocess.run([*pip, "--no-build-isolation", str(package)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]  # and the fix works
+
+
+def test_an_interpreter_without_torch(tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    run = subprocess.run([str(venv / "bin/python"), "-c", "import torch"], capture_output=True, text=True, timeout=60,
+                         cwd=tmp_path)
+    assert run.returncode != 0 and "No module named 'torch'" in run.stderr
+    (finding,) = explain_text(run.stderr)
+    assert (finding.id, finding.title) == ("python.torch-missing", "the Python that ran this has no torch")
+    assert "doctor check --python <that python>" in finding.fix
