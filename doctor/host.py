@@ -8,6 +8,7 @@ real captured output, and a chosen environment (see `Host.for_test`).
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import platform
 import shutil
@@ -221,9 +222,8 @@ class Host:
     def _nearest_existing(self, path: str | os.PathLike[str]) -> Path | None:
         """`real(path)`, or its nearest parent that exists: what a folder not made yet will live on."""
         p = self.real(path)
-        if _safely(p.exists):  # the common case, without building every parent (a check per tree)
-            return p
-        return next((c for c in p.parents if _safely(c.exists)), None)
+        # parents one by one: a check per tree asks about an existing path, and builds none of them
+        return next((c for c in itertools.chain((p,), p.parents) if _safely(c.exists)), None)
 
     def tilde_expanded(self, value: str) -> str | None:
         """The folder `~` or `~/x` names with ~ expanded to this user's home; None for any other
