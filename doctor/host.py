@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 DEFAULT_TIMEOUT = 5.0
@@ -96,6 +96,13 @@ class Host:
         kw.setdefault("sys_path", [])
         kw.setdefault("glibc", "2.36")
         return cls(env=env, root=root, **kw)
+
+    def seen_from(self, python: str, sys_path: Sequence[str]) -> Host:
+        """This host as another interpreter of it sees it (`check --python`): the same machine, so
+        the answers `ask` already has hold for both (the interpreter's own answer is not asked twice)."""
+        host = replace(self, python=python, sys_path=sys_path)
+        host._answers, host._answers_lock = self._answers, self._answers_lock
+        return host
 
     # -- files: paths are as the user sees them; `real` maps them under the root --
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from doctor.errors import DoctorError, UsageError
@@ -28,6 +28,17 @@ FAMILY = re.compile(r"^(torch|torchvision|torchaudio|torchtext|torchdata|triton|
                     r"torch-doctor)$")
 VARIABLES = ("PYTORCH_CUDA_ALLOC_CONF", "CUDA_VISIBLE_DEVICES", "CUDA_MODULE_LOADING", "TORCH_CUDA_ARCH_LIST",
              "PYTORCH_ROCM_ARCH", "CUDA_HOME", "LD_LIBRARY_PATH")
+# `python` on PATH is asked only what it is and which prefix it runs in, without site (-S): site's
+# .pth files can cost more than the answer (~100 ms of CPU on the project's box, issue 19). A venv's
+# prefix is then found by PEP 405's rule, as site.venv() applies it: a pyvenv.cfg beside the
+# executable or one folder up makes the executable's parent folder the prefix.
+ON_PATH_SCRIPT = (
+    "import json, os, sys; d = os.path.dirname(os.path.abspath(sys.executable)); "
+    "venv = any(os.path.isfile(os.path.join(x, 'pyvenv.cfg')) for x in (d, os.path.dirname(d))); "
+    "print(json.dumps({'executable': sys.executable, 'prefix': os.path.dirname(d) if venv else sys.prefix}))"
+)
+ON_PATH_TIMEOUT = 5.0
+MAX_PATH = 4096
 MAX_OUTPUT = 1 << 20
 
 
@@ -75,7 +86,7 @@ def ask_interpreter(host: Host, python: str, timeout: float = 10.0) -> dict:
     """The interpreter's own answer; DoctorError when it is not a working Python."""
     if python == host.python and (own := host.own_interpreter()) is not None:
         return own
-    run = host.run([python, "-I", "-c", SCRIPT], timeout=timeout)
+    run = host.ask([python, "-I", "-c", SCRIPT], timeout=timeout)
     if not run.ok:
         raise UsageError(f"--python {python}: could not run it ({run.error or run.stderr.strip()[:200] or f'it exited with {run.returncode}'})",
                           "pass the path of a Python interpreter, e.g. .venv/bin/python")
@@ -93,12 +104,50 @@ def ask_interpreter(host: Host, python: str, timeout: float = 10.0) -> dict:
     return data
 
 
+def python_on_path(host: Host) -> str | None:
+    return host.which("python") or host.which("python3")
+
+
+def same_interpreter(host: Host, a: str, b: str) -> bool:
+    """Two names of one interpreter: the same path, or two names in one folder for one binary
+    (python and python3 → python3.11, as pyenv and venvs lay them out). Their sys.prefix is the same:
+    getpath finds it from the binary, and a venv's pyvenv.cfg is looked for beside the name run."""
+    if a == b:
+        return True
+    if PurePath(a).parent != PurePath(b).parent:
+        return False
+    try:
+        return host.real(a).resolve() == host.real(b).resolve()
+    except (OSError, RuntimeError, ValueError):
+        return False
+
+
+def start_python_on_path(pool, host: Host) -> None:
+    """Ask `python` on PATH early, in `pool`: through a pyenv shim (bash, then Python) the answer
+    takes 150–300 ms, the longest single step of `check` (issue 19). detect_pyenv asks the same
+    question later and gets this answer (Host.ask)."""
+    on_path = python_on_path(host)
+    if on_path and not same_interpreter(host, on_path, host.python):
+        pool.submit(ask_python_on_path, host, on_path)
+
+
+def ask_python_on_path(host: Host, python: str) -> tuple[str, str] | None:
+    """(sys.executable, sys.prefix) of `python`, or None when it does not answer like a Python."""
+    run = host.ask([python, "-I", "-S", "-c", ON_PATH_SCRIPT], timeout=ON_PATH_TIMEOUT)
+    try:
+        data = json.loads(run.stdout[:MAX_OUTPUT]) if run.ok else None
+    except ValueError:
+        return None
+    answer = (data.get("executable"), data.get("prefix")) if isinstance(data, dict) else ()
+    return answer if len(answer) == 2 and all(isinstance(a, str) and 0 < len(a) <= MAX_PATH for a in answer) else None
+
+
 def interpreter_host(host: Host, python: str) -> Host:
     """The same host, seen from another interpreter: its sys.path decides which torch is found."""
     data = ask_interpreter(host, python)
     # -I drops the script's directory and PYTHONPATH; keep PYTHONPATH as that interpreter would see it.
     extra = [p for p in host.env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return replace(host, python=data["executable"], sys_path=extra + data["path"])
+    return host.seen_from(data["executable"], extra + data["path"])
 
 
 def read_packages(host: Host, sys_path: list[str]) -> list[Package]:
@@ -189,16 +238,13 @@ def detect_pyenv(host: Host) -> PyEnvFacts | None:
                     p.installer = "conda"
     facts.variables = {k: v for k, v in host.env.items() if k in VARIABLES or k.startswith("NCCL_")}
     _torch_import(host, facts)
-    on_path = host.which("python") or host.which("python3")
+    on_path = python_on_path(host)
     if on_path:
         # A venv's python is a symlink to the base interpreter: what tells them apart is sys.prefix.
         facts.python_on_path, facts.python_on_path_prefix = on_path, facts.prefix
-        if on_path != facts.python:
-            try:
-                answer = ask_interpreter(host, on_path, timeout=5.0)
-                facts.python_on_path, facts.python_on_path_prefix = answer["executable"], answer["prefix"]
-            except DoctorError:
-                facts.python_on_path_prefix = None
-        facts.evidence.append(Evidence("command", f"{on_path} -I -c <sys.prefix>",
+        if not same_interpreter(host, on_path, facts.python):
+            answer = ask_python_on_path(host, on_path)
+            facts.python_on_path, facts.python_on_path_prefix = answer if answer else (on_path, None)
+        facts.evidence.append(Evidence("command", f"{on_path} -I -S -c <sys.executable, sys.prefix>",
                                        f"{facts.python_on_path} (prefix {facts.python_on_path_prefix})"))
     return facts

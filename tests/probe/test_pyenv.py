@@ -125,3 +125,49 @@ def test_the_torch_that_import_takes_before_the_installed_one(tmp_path):
     data = json.loads(doctor_subprocess("check", "--json", env=env, cwd=checkout).stdout)
     assert [p["version"] for p in data["facts"]["pyenv"]["packages"] if p["name"] == "torch"] == ["2.99.0"]
     assert not [f for f in data["findings"] if f["id"] == "python.torch-shadowed"]
+
+
+@pytest.mark.parametrize("which", ["venv", "base"])
+def test_python_on_path_answer_without_site_is_what_site_gives(venv, which):
+    """`python` on PATH is asked with -S (issue 19): the prefix from PEP 405's rule is the one the
+    real interpreter gets from site, for a venv and for the base interpreter."""
+    from doctor.probe.pyenv import ask_python_on_path
+
+    python = str(venv / "bin/python") if which == "venv" else sys.executable
+    real = subprocess.run([python, "-I", "-c", "import sys; print(sys.executable); print(sys.prefix)"],
+                          capture_output=True, text=True, check=True).stdout.splitlines()
+    host = Host.for_test(Path("/"), {"PATH": "/usr/bin:/bin"})
+    assert ask_python_on_path(host, python) == tuple(real)
+
+
+@pytest.mark.parametrize("prints", ["", "not json", '{"executable": "/x"}', '["/x", "/y"]',
+                                    '{"executable": "/x", "prefix": 7}', '{"executable": "' + "x" * 5000 + '", "prefix": "/p"}'])
+def test_python_on_path_that_answers_otherwise_is_not_believed(tmp_path, prints):
+    from doctor.probe.pyenv import ask_python_on_path
+
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\ncat <<'EOF'\n{prints}\nEOF\n")
+    fake.chmod(0o755)
+    assert ask_python_on_path(Host.for_test(Path("/"), {"PATH": "/usr/bin:/bin"}), str(fake)) is None
+
+
+def test_check_with_python_asks_that_interpreter_once(venv):
+    """interpreter_host's answer is kept for detect_pyenv: `check --python X` starts X once."""
+    base = Host.for_test(Path("/"), {"PATH": str(venv / "bin")}, sys_path=[])
+    host = interpreter_host(base, str(venv / "bin/python"))
+    asked = []
+    run = Host.run
+    host.run = lambda argv, *a, **k: asked.append(argv) or run(host, argv, *a, **k)
+    assert detect_pyenv(host).venv and asked == []
+
+
+def test_python_on_path_that_is_another_name_of_the_same_interpreter_is_not_asked(venv):
+    """python and python3 in one folder, one binary (a venv, pyenv's versions/X/bin): one interpreter,
+    one prefix, so no second Python is started for it; a copy elsewhere is asked."""
+    host = interpreter_host(Host.for_test(Path("/"), {"PATH": str(venv / "bin")}), str(venv / "bin/python3"))
+    asked = []
+    run = Host.run
+    host.run = lambda argv, *a, **k: asked.append(argv) or run(host, argv, *a, **k)
+    facts = detect_pyenv(host)
+    assert asked == [] and facts.python_on_path == str(venv / "bin/python")
+    assert facts.python_on_path_prefix == facts.prefix == str(venv) and pyenv_area(facts).findings == []
