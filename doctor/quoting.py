@@ -25,7 +25,8 @@ def refuse_nul(value: str, where: str) -> None:
     """No environment variable, argv word or C path can hold NUL."""
     if "\0" in value:
         raise DoctorError(f"{_shown(value)} contains a NUL byte, which {where} cannot carry",
-                          "move or link the libtorch tree to a plain path and pass --libtorch")
+                          "move or link the libtorch tree to a plain path and pass --libtorch",
+                          error_id="emit.unrepresentable")
 
 
 def refuse_undecodable(value: str, where: str) -> None:
@@ -33,7 +34,8 @@ def refuse_undecodable(value: str, where: str) -> None:
     into a UTF-8 text format; shells get the bytes themselves instead (see `encode_exact`)."""
     if re.search("[\ud800-\udfff]", value):
         raise DoctorError(f"{_shown(value)} is not valid UTF-8, which {where} cannot carry",
-                          "rename the folder to a UTF-8 name, or use --shell sh / bash / zsh / fish")
+                          "rename the folder to a UTF-8 name, or use --shell sh / bash / zsh / fish",
+                          error_id="emit.unrepresentable")
 
 
 def encode_exact(text: str) -> bytes:
@@ -42,7 +44,7 @@ def encode_exact(text: str) -> bytes:
         return text.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError as exc:  # a surrogate that no file name decodes to
         raise DoctorError(f"{_shown(exc.object[exc.start:exc.end])} cannot be written as bytes",
-                          "rename the folder to a UTF-8 name") from None
+                          "rename the folder to a UTF-8 name", error_id="emit.unrepresentable") from None
 
 
 # -- POSIX sh, bash, zsh, dash --
@@ -145,6 +147,7 @@ def list_element(element: str, variable: str, sep: str) -> str:
             f"the path {_shown(element)} contains {sep!r}, which cannot go into {variable} "
             f"(a {sep!r}-separated list: it would become two entries)",
             f"move or link the libtorch tree to a path without {sep!r} and pass --libtorch",
+            error_id="emit.unrepresentable",
         )
     refuse_nul(element, variable)
     return element
@@ -162,19 +165,21 @@ def github_env_block(name: str, value: str, system: str = "Linux") -> str:
     `ghadelimiter_<uuid>`, and checked anyway. Windows runners also end lines at \\r\\n, so a \\r
     there is refused."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", name):
-        raise DoctorError(f"{_shown(name)} is not a variable name GitHub accepts", "report this as a doctor bug")
+        raise DoctorError(f"{_shown(name)} is not a variable name GitHub accepts", "report this as a doctor bug",
+                          error_id="emit.unrepresentable")
     refuse_nul(value, "$GITHUB_ENV")
     refuse_undecodable(value, "$GITHUB_ENV")
     if system == "Windows" and "\r" in value:
         raise DoctorError(f"{_shown(value)} contains a carriage return, which a Windows runner's $GITHUB_ENV "
-                          "cannot carry", "remove it from the environment before this step")
+                          "cannot carry", "remove it from the environment before this step", error_id="emit.unrepresentable")
     import secrets  # here, not at the top: it loads libcrypto, which ld.so looks for along LD_LIBRARY_PATH
 
     for _ in range(8):
         delimiter = f"ghadelimiter_{secrets.token_hex(16)}"
         if delimiter not in value:
             return f"{name}<<{delimiter}\n{value}\n{delimiter}\n"
-    raise DoctorError(f"no delimiter found that is absent from {_shown(value)}", "report this as a doctor bug")
+    raise DoctorError(f"no delimiter found that is absent from {_shown(value)}", "report this as a doctor bug",
+                      error_id="emit.unrepresentable")
 
 
 def github_path_line(path: str) -> str:
@@ -182,7 +187,7 @@ def github_path_line(path: str) -> str:
     \\n or \\r\\n; empty lines are skipped): a path with either, or an empty one, cannot be written."""
     if not path or "\n" in path or "\r" in path:
         raise DoctorError(f"the path {_shown(path)} cannot be written to $GITHUB_PATH (one path per line)",
-                          "move or link the libtorch tree to a path without line breaks")
+                          "move or link the libtorch tree to a path without line breaks", error_id="emit.unrepresentable")
     refuse_nul(path, "$GITHUB_PATH")
     refuse_undecodable(path, "$GITHUB_PATH")
     return path + "\n"
@@ -224,6 +229,7 @@ def dotenv_line(name: str, value: str) -> str:
         raise DoctorError(
             f"dotenv cannot carry {name}={_shown(value)}: it contains {reason}",
             "use --shell sh/bash/zsh/fish (quoted exactly), or clean that path or variable first",
+            error_id="emit.unrepresentable",
         )
     return f"{name}={value}"
 

@@ -36,4 +36,5 @@ def refuse_control(values: list[str], fmt: str) -> None:
             raise DoctorError(
                 f"the libtorch path {value!r} contains a newline or NUL, which {fmt} cannot carry",
                 "move or link the libtorch tree to a path without control characters and pass --libtorch",
+                error_id="emit.unrepresentable",
             )

@@ -29,6 +29,7 @@ def render(install, host: Host) -> str:
             raise DoctorError(
                 f"{value!r} looks like a CMake preset macro (${{...}}), which a preset would expand",
                 "use `doctor emit setenv` (Torch_DIR) instead of a preset for this path",
+                error_id="emit.unrepresentable",
             )
     cache = {"Torch_DIR": torch_dir}
     if "LIBTORCH_CXX11_ABI" in vars:

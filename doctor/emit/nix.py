@@ -62,7 +62,8 @@ def nix_system(install, host: Host) -> str:
         os_ = {"Darwin": "darwin", "Windows": "windows"}.get(host.system, "linux")
         arch = "aarch64" if host.machine.lower() in ("arm64", "aarch64") else "x86_64"
     if os_ == "windows":
-        raise DoctorError("Nix has no Windows systems", "use `doctor emit setenv --shell pwsh` on Windows")
+        raise DoctorError("Nix has no Windows systems", "use `doctor emit setenv --shell pwsh` on Windows",
+                          error_id="emit.unsupported-platform")
     return f"{arch}-{os_}"
 
 
@@ -92,6 +93,7 @@ def _source(install, host: Host) -> tuple[str, str, bool]:
             f"{install.root} has no known source archive ({kind}), so a flake cannot fetch it",
             f"run `doctor fetch-libtorch --version {version} --variant {variant} --emit nix` to fetch the official "
             "archive and get its flake, or `doctor emit nix --nixpkgs-libtorch` to use nixpkgs' libtorch-bin",
+            error_id="emit.no-source-archive",
         )
     nar = record.get("nar_hash")
     if not nar:
@@ -101,7 +103,8 @@ def _source(install, host: Host) -> tuple[str, str, bool]:
         excludes = record.get("nar_excludes") or NOT_HASHED
         nar = nar_hash(host.real(install.root), exclude_top=tuple(excludes) + ("libtorch.lock",))
     if not isinstance(nar, str) or not _SRI.match(nar):
-        raise DoctorError(f"the install record's nar_hash {nar!r} is not an SRI sha256 hash", "re-run `doctor fetch-libtorch`")
+        raise DoctorError(f"the install record's nar_hash {nar!r} is not an SRI sha256 hash", "re-run `doctor fetch-libtorch`",
+                          error_id="emit.bad-record")
     return str(url), nar, record.get("strip_root", True) is not False
 
 

@@ -152,7 +152,8 @@ def render_fish(vars: list[Var], install, command: str) -> str:
     for v in prepends:
         if not v.name.endswith("PATH"):
             # A fish variable is split on ':' only when its name ends in PATH.
-            raise DoctorError(f"fish cannot prepend to {v.name}", "use --shell pwsh or cmd on Windows")
+            raise DoctorError(f"fish cannot prepend to {v.name}", "use --shell pwsh or cmd on Windows",
+                              error_id="emit.unrepresentable")
     if prepends:
         lines += ["", _FISH_PREPEND]
         lines += [f"_torch_doctor_prepend {v.name} " + " ".join(map(fish_quote, v.elements())) for v in prepends]
@@ -198,7 +199,8 @@ _CMD_UNSAFE_IN_PREPEND = '%="'
 def cmd_escape(value: str) -> str:
     # Inside `set "NAME=value"` the quotes protect & | < > ^ ( ); in a batch file % must be doubled.
     if '"' in value:
-        raise DoctorError(f"cmd cannot carry a double quote in {value!r}", "use --shell pwsh")
+        raise DoctorError(f"cmd cannot carry a double quote in {value!r}", "use --shell pwsh",
+                          error_id="emit.unrepresentable")
     return value.replace("%", "%%")
 
 
@@ -211,7 +213,8 @@ def render_cmd(vars: list[Var], install, command: str) -> str:
         # Prepend the last element first so the elements end up in their order at the front.
         for el in reversed(v.elements("Windows")):
             if any(c in el for c in _CMD_UNSAFE_IN_PREPEND):
-                raise DoctorError(f"cmd cannot prepend {el!r} (it contains one of {_CMD_UNSAFE_IN_PREPEND})", "use --shell pwsh")
+                raise DoctorError(f"cmd cannot prepend {el!r} (it contains one of {_CMD_UNSAFE_IN_PREPEND})", "use --shell pwsh",
+                                  error_id="emit.unrepresentable")
             n = v.name
             lines += [
                 f'set "_torch_doctor=;%{n}%;"',

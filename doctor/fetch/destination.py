@@ -38,9 +38,9 @@ def check_replaceable(dest: Path, force: bool) -> None:
     """Raise a DoctorError naming what is at `dest` unless replacing it is safe."""
     if dest.is_symlink():
         raise DoctorError(f"{dest} is a symlink; refusing to replace it",
-                          "give the real directory as --dest, or choose another one")
+                          "give the real directory as --dest, or choose another one", error_id="fetch.unsafe-dest")
     if not dest.is_dir():
-        raise DoctorError(f"{dest} exists and is not a directory", "choose another --dest")
+        raise DoctorError(f"{dest} exists and is not a directory", "choose another --dest", error_id="fetch.unsafe-dest")
     try:
         names = set(os.listdir(dest))
     except OSError as exc:
@@ -54,7 +54,7 @@ def check_replaceable(dest: Path, force: bool) -> None:
         if force:
             return
         raise DoctorError(f"{dest} holds a libtorch the doctor did not install (no {RECORD} and {MARKER})",
-                          "add --force to replace it, or choose another --dest")
+                          "add --force to replace it, or choose another --dest", error_id="fetch.unsafe-dest")
     what = next((desc for name, desc in _KNOWN if name in names), None)
     if others:
         shown = ", ".join(others[:6]) + (f" and {len(others) - 6} more" if len(others) > 6 else "")
@@ -62,4 +62,5 @@ def check_replaceable(dest: Path, force: bool) -> None:
     else:
         found = "it is not a libtorch tree (no lib/libc10.*, include/torch and share/cmake/Torch)"
     raise DoctorError(f"refusing to replace {dest}: {found}",
-                      "nothing was touched; choose an empty or new --dest (fetch-libtorch replaces only trees it installed)")
+                      "nothing was touched; choose an empty or new --dest (fetch-libtorch replaces only trees it installed)",
+                      error_id="fetch.unsafe-dest")

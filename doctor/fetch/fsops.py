@@ -72,7 +72,7 @@ def ensure_space(path: Path, need: int, what: str) -> None:
         return
     message = space_error(need, free, path, what)
     if message:
-        raise DoctorError(message, "free some space, or choose another --dest (or LIBTORCH_HOME)")
+        raise DoctorError(message, "free some space, or choose another --dest (or LIBTORCH_HOME)", error_id="io.enospc")
 
 
 def space_error(need: int, free: int, path: Path, what: str) -> str | None:

@@ -120,13 +120,14 @@ def _unpack(plan: Plan, archive: Path, staging: Path):
             with zipfile.ZipFile(archive) as zf:
                 facts = wheel.read_wheel_facts(zf)
         except zipfile.BadZipFile as exc:
-            raise DoctorError(f"{archive.name} is not a readable wheel: {exc}") from exc
+            raise DoctorError(f"{archive.name} is not a readable wheel: {exc}", error_id="fetch.bad-archive") from exc
         if facts.base_version != plan.version:
-            raise DoctorError(f"pip downloaded torch {facts.version}, not {plan.version}")
+            raise DoctorError(f"pip downloaded torch {facts.version}, not {plan.version}", error_id="fetch.wrong-build")
         if facts.variant != plan.variant:
             raise DoctorError(
                 f"pip downloaded torch {facts.version} (variant {facts.variant}), not the {plan.variant} variant",
                 f"point pip at PyTorch's index: --index-url https://download.pytorch.org/whl/{plan.variant}",
+                error_id="fetch.wrong-build",
             )
         extracted = extract_zip(archive, staging, strip_root=False, rename=wheel.tree_name,
                                 extra=wheel.extra_files(facts), check_space=check_space, reserved=NOT_HASHED)
@@ -141,23 +142,23 @@ def check_tree(plan: Plan, root: Path) -> tuple[str | None, str, str | None, str
 
     if not (root / "lib").is_dir() or not (root / "include").is_dir():
         raise DoctorError("the archive does not unpack to a libtorch tree (no lib/ and include/ at its top)",
-                          "check the URL or file: it should be an official libtorch zip")
+                          "check the URL or file: it should be an official libtorch zip", error_id="fetch.bad-archive")
     build_version = _small_text(root / "build-version")
     version, variant = plan.version, plan.variant
     if build_version:
         base, local = split_local(build_version)
         if plan.version is not None and base != plan.version:
             raise DoctorError(f"the archive holds libtorch {_shown(build_version)} (its build-version), not {plan.version}",
-                              "check --version, or the URL/mirror serving this file")
+                              "check --version, or the URL/mirror serving this file", error_id="fetch.wrong-build")
         if local and local != plan.variant:
             raise DoctorError(f"the archive holds libtorch {_shown(build_version)}, not the {plan.variant} variant",
-                              "check --variant, or the URL/mirror serving this file")
+                              "check --variant, or the URL/mirror serving this file", error_id="fetch.wrong-build")
         if plan.version is None:
             from doctor.catalog.releases import VERSION_RE
 
             if not VERSION_RE.match(base):
                 raise DoctorError(f"the archive's build-version {_shown(build_version)} is not a libtorch version",
-                                  "check the URL or file")
+                                  "check the URL or file", error_id="fetch.bad-archive")
         version = version or base
     abi = plan.abi
     if plan.platform.startswith("linux"):
@@ -165,10 +166,10 @@ def check_tree(plan: Plan, root: Path) -> tuple[str | None, str, str | None, str
         said = abi_from_config(config) if config else None
         if said and plan.abi and said != plan.abi:
             raise DoctorError(f"the archive is a {said} ABI build (TorchConfig.cmake), not {plan.abi}",
-                              "check --abi, or the URL/file")
+                              "check --abi, or the URL/file", error_id="fetch.wrong-build")
         abi = said or plan.abi
     if variant is not None and safe_component(variant, "") != variant:
-        raise DoctorError(f"variant {variant!r} is not a plain name")
+        raise DoctorError(f"variant {variant!r} is not a plain name", error_id="fetch.bad-archive")
     return version, variant, abi, build_version
 
 

@@ -62,7 +62,8 @@ def pip_download(host: Host, version: str, platform: str, host_platform: str | N
         raise DoctorError(redact_text(f"pip could not download torch=={version}: " + (" / ".join(tail) or "no wheel"),
                                       index_url),
                           "check `pip download torch==VERSION --no-deps` by hand; give --index-url "
-                          "https://download.pytorch.org/whl/<variant> for a specific variant")
+                          "https://download.pytorch.org/whl/<variant> for a specific variant",
+                          error_id="fetch.download-failed")
     return wheels[-1], _origin(result.stdout + "\n" + result.stderr)
 
 
@@ -77,11 +78,11 @@ def read_wheel_facts(zf: zipfile.ZipFile) -> WheelFacts:
     try:
         text = zf.read("torch/version.py").decode("utf-8", "replace")
     except KeyError as exc:
-        raise DoctorError("that wheel has no torch/version.py: not a PyTorch wheel") from exc
+        raise DoctorError("that wheel has no torch/version.py: not a PyTorch wheel", error_id="fetch.bad-archive") from exc
     values = {k: v for k, v in parse_version_py(text).items() if isinstance(v, str)}
     version = values.get("__version__")
     if not version:
-        raise DoctorError("torch/version.py in the wheel names no __version__")
+        raise DoctorError("torch/version.py in the wheel names no __version__", error_id="fetch.bad-archive")
     base, local = split_local(version)
     # Wheels from PyPI carry no "+cuXYZ"; version.py still says which CUDA they were built for.
     variant = local or variant_from(values.get("cuda"), values.get("hip"))

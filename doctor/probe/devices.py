@@ -63,7 +63,8 @@ def probe_timeout(host: Host) -> float:
     except ValueError:
         value = -1.0
     if not 0 < value <= 3600:
-        raise DoctorError(f"DOCTOR_PROBE_TIMEOUT={raw!r} is not a number of seconds", "e.g. DOCTOR_PROBE_TIMEOUT=10")
+        raise DoctorError(f"DOCTOR_PROBE_TIMEOUT={raw!r} is not a number of seconds", "e.g. DOCTOR_PROBE_TIMEOUT=10",
+                          error_id="env.bad-value")
     return value
 
 

@@ -32,7 +32,8 @@ def require_torch(command: str) -> ModuleType:
         import torch
     except Exception as exc:  # installed but broken: a missing libtorch_cpu.so, an ABI clash
         raise DoctorError(f"torch is installed but does not import: {first_line(exc)}",
-                          hint="run `doctor check` to see why, or reinstall: " + INSTALL_HINT) from exc
+                          hint="run `doctor check` to see why, or reinstall: " + INSTALL_HINT,
+                          error_id="env.torch-broken") from exc
     return torch
 
 
