@@ -90,7 +90,7 @@ FINDINGS: dict[str, str] = {
     "windows.crt-mismatch": "objects built against different MSVC runtimes (Debug vs Release, static vs DLL) linked together",
     "windows.dll-shadowed": "another torch's DLL earlier on the search order is loaded instead of this libtorch's",
     "windows.vc-runtime-missing": "the Visual C++ runtime DLLs libtorch imports are not installed",
-    "build.stale-variant": "a cargo target/ or cabal dist-newstyle/ was built against another libtorch variant (CPU vs CUDA)",
+    "build.stale-variant": "a cargo target/, cabal dist-newstyle/ or stack .stack-work/ was built against another libtorch (another tree, or CPU vs CUDA)",
     "hasktorch.not-cached": "the libtorch version Hasktorch asks for (LIBTORCH_VERSION) is not in its cache",
 }
 

@@ -1,7 +1,8 @@
 """Build folders in the current directory that were built against some libtorch: Cargo's
 `target/` (build-script output files record the lib dir they linked and whether torch_cuda
-was linked) and cabal's `dist-newstyle/` (each component's `setup-config` records its
-configured extra-lib-dirs). A stale one is a fact; diagnose decides it is a problem.
+was linked), cabal's `dist-newstyle/` and stack's `.stack-work/` (each component's Cabal
+`setup-config` records its configured extra-lib-dirs). A stale one is a fact; diagnose decides
+it is a problem.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ CABAL_LIB_DIR = re.compile(rb"(/[\x20-\x7e]{1,4000}?/lib)(?=[\x00-\x1f])")
 
 @dataclass
 class StaleBuild:
-    """A build folder (target/, dist-newstyle/) linked against another libtorch than today's."""
-    tool: str  # "cargo"
+    """A build folder (target/, dist-newstyle/, .stack-work/) linked against another libtorch than today's."""
+    tool: str  # "cargo", "cabal", "stack"
     build_dir: str
     evidence_file: str
     built_against: str  # "/x/lib (CUDA)"
@@ -88,14 +89,26 @@ def _setup_configs(host: Host, build: PurePath) -> list[PurePath]:
     return out
 
 
-def stale_cabal_builds(host: Host, lib_dir: str | None, lib_has_cuda: bool) -> list[StaleBuild]:
-    """Components under ./dist-newstyle configured with a libtorch lib dir other than `lib_dir`."""
-    if not lib_dir:
-        return []
-    dist = host.cwd / "dist-newstyle"
+def _stack_setup_configs(host: Host) -> list[PurePath]:
+    """.stack-work/dist/<platform>/<Cabal-x.y | ghc-x.y>/setup-config of the package here and, in a
+    stack project (a stack.yaml here), of its package subfolders, each with its own .stack-work; bounded."""
+    out: list[PurePath] = []
+    here = PurePath(host.cwd)
+    packages = [here / name for name in host.listdir(here)[:256]] if host.is_file(here / "stack.yaml") else []
+    for base in [here, *packages]:
+        dist = base / ".stack-work" / "dist"
+        for platform in host.listdir(dist):
+            out += [dist / platform / version / "setup-config" for version in host.listdir(dist / platform)]
+        if len(out) >= MAX_OUTPUTS:
+            return out[:MAX_OUTPUTS]
+    return out
+
+
+def _stale_setup_config(host: Host, configs: list[PurePath], lib_dir: str) -> tuple[PurePath, str, bool] | None:
+    """The first Cabal setup-config (cabal's and stack's alike) configured with a libtorch lib dir
+    other than `lib_dir`: (the file, that dir, whether it holds libtorch_cuda)."""
     now_real = _canon(host, lib_dir)
-    now = f"{lib_dir} ({'CUDA' if lib_has_cuda else 'CPU'})"
-    for config in _setup_configs(host, PurePath(dist) / "build"):
+    for config in configs:
         data = host.read_bytes(config, limit=16 << 20)
         if not data:
             continue
@@ -103,12 +116,28 @@ def stale_cabal_builds(host: Host, lib_dir: str | None, lib_has_cuda: bool) -> l
             d = raw.decode("ascii")
             if not any(host.exists(PurePath(d) / f) for f in ("libc10.so", "libc10.dylib")):
                 continue  # not a libtorch lib dir (or gone: nothing to compare)
-            if _canon(host, d) == now_real:
-                continue
-            cuda = host.exists(PurePath(d) / "libtorch_cuda.so")
-            return [StaleBuild("cabal", str(dist), str(config), f"{d} ({'CUDA' if cuda else 'CPU'})", now,
-                               "rm -rf dist-newstyle  (or: cabal clean)")]
-    return []
+            if _canon(host, d) != now_real:
+                return config, d, host.exists(PurePath(d) / "libtorch_cuda.so")
+    return None
+
+
+def stale_cabal_builds(host: Host, lib_dir: str | None, lib_has_cuda: bool) -> list[StaleBuild]:
+    """Components under ./dist-newstyle (cabal) or .stack-work (stack) configured with a libtorch
+    lib dir other than `lib_dir`: one finding per tool."""
+    if not lib_dir:
+        return []
+    now = f"{lib_dir} ({'CUDA' if lib_has_cuda else 'CPU'})"
+    out = []
+    for tool, folder, configs, clean in (
+            ("cabal", host.cwd / "dist-newstyle", _setup_configs(host, PurePath(host.cwd) / "dist-newstyle" / "build"),
+             "rm -rf dist-newstyle  (or: cabal clean)"),
+            ("stack", host.cwd / ".stack-work", _stack_setup_configs(host), "stack clean")):
+        if stale := _stale_setup_config(host, configs, lib_dir):
+            config, d, cuda = stale
+            if tool == "stack":  # a package's own .stack-work, or the project's
+                folder = next(p for p in config.parents if p.name == ".stack-work")
+            out.append(StaleBuild(tool, str(folder), str(config), f"{d} ({'CUDA' if cuda else 'CPU'})", now, clean))
+    return out
 
 
 def _canon(host: Host, path: str) -> str:

@@ -135,6 +135,30 @@ def test_cabal_package_builds_and_runs_with_only_emit_cabal(builds, wheel_root, 
     assert "loader.library-not-found" in explain_ids(run.stderr, tmp_path)
 
 
+def test_stack_build_against_another_libtorch_is_stale(builds, wheel_root, tmp_path):
+    """The same package built by stack (its system GHC, no download): .stack-work records the lib dir
+    in a Cabal setup-config; once LIBTORCH names another tree, check says that build is stale."""
+    ghc = need("ghc")
+    need("stack")
+    app = copy_app("cabal-app", builds / "stack-app")
+    version = subprocess.run([ghc, "--numeric-version"], capture_output=True, text=True, check=True).stdout.strip()
+    include, lib = wheel_root / "include", wheel_root / "lib"
+    (app / "stack.yaml").write_text(
+        f"resolver: ghc-{version}\nsystem-ghc: true\ninstall-ghc: false\npackages: [.]\n"
+        f"extra-include-dirs: [{include}, {include}/torch/csrc/api/include]\nextra-lib-dirs: [{lib}]\n")
+    env = clean_env(tmp_path, STACK_ROOT=str(tmp_path / "stack-root"))
+    build = subprocess.run(["stack", "build"], cwd=app, env=env, capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stdout + build.stderr
+    run = subprocess.run(["stack", "exec", "--", "c10name"], cwd=app, env={**env, "LD_LIBRARY_PATH": str(lib)},
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "c10 device: cpu", run.stderr
+    assert stale_ids(app, tmp_path, wheel_root) == ["build.stale-variant"]
+    got = doctor_subprocess("check", "--json", cwd=app, env={"LIBTORCH": str(tmp_path / "other-libtorch")})
+    stale = next(f for f in json.loads(got.stdout)["findings"] if f["id"] == "build.stale-variant")
+    assert stale["subject"] == str(app / ".stack-work") and stale["fix"] == "stack clean"
+    assert "/setup-config" in stale["detail"] and str(lib) in stale["title"]
+
+
 def test_cmake_example_app_with_only_emit_cmake(builds, wheel_root, tmp_path):
     need("cmake")
     app = copy_app("cmake-app", builds / "cmake-app")
