@@ -91,6 +91,7 @@ FINDINGS: dict[str, str] = {
     "windows.dll-shadowed": "another torch's DLL earlier on the search order is loaded instead of this libtorch's",
     "windows.vc-runtime-missing": "the Visual C++ runtime DLLs libtorch imports are not installed",
     "build.stale-variant": "a cargo target/, cabal dist-newstyle/ or stack .stack-work/ was built against another libtorch (another tree, or CPU vs CUDA)",
+    "hasktorch.relative-home": "LIBTORCH_HOME is empty, relative or keeps a literal ~: Hasktorch's Setup.hs resolves it from libtorch-ffi's folder",
     "hasktorch.not-cached": "the libtorch version Hasktorch asks for (LIBTORCH_VERSION) is not in its cache",
 }
 

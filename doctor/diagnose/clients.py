@@ -7,6 +7,7 @@ libtorch candidate the tch-rs resolution lands on.
 from __future__ import annotations
 
 from doctor.catalog.tch import checks_version, libtorch_for
+from doctor.formats import clip
 from doctor.model import Area, Evidence, Finding, Level
 from doctor.probe.client_builds import StaleBuild
 from doctor.probe.hasktorch_cache import HasktorchRequest
@@ -26,7 +27,8 @@ def clients_area(tch: TchResolution | None, tree: LibtorchInstall | None, hask: 
         if tch.crate:
             details.append(f"    {tch.crate.path}: tch {tch.crate.tch or '-'}, torch-sys {tch.crate.torch_sys or '-'}")
         findings += tch_findings(tch, tree)
-    if hask is not None and (hask.version_from_env or hask.flavour_from_env or hask.skip_download):
+    if hask is not None and (hask.version_from_env or hask.flavour_from_env or hask.skip_download
+                             or hask.home_given is not None):
         state = "cached" if hask.cached else "not cached"
         details.append(f"Hasktorch: Setup.hs would use {hask.tree or '(unsupported platform)'} ({state})")
         findings += hasktorch_findings(hask)
@@ -123,6 +125,34 @@ def _version(t: TchResolution, tree: LibtorchInstall | None) -> list[Finding]:
 
 
 def hasktorch_findings(h: HasktorchRequest) -> list[Finding]:
+    # With a relative LIBTORCH_HOME the tree Setup.hs wants is not one folder that could be looked up from here.
+    return _relative_home(h) or _not_cached(h)
+
+
+def _relative_home(h: HasktorchRequest) -> list[Finding]:
+    """Setup.hs uses LIBTORCH_HOME as written, from libtorch-ffi's package folder (its cwd)."""
+    given = h.home_given
+    if given is None or h.skip_download or h.nix_sandbox or given.startswith("/"):
+        return []
+    where = f"{h.version}/{h.platform or '<platform>'}/{h.flavour}"
+    if given:
+        why = "its ~ stays literal" if given.startswith("~") else "a relative folder"
+        fix = f"export LIBTORCH_HOME={sh_paste(h.home_absolute) if h.home_absolute else '<an absolute folder>'}"
+    else:
+        why = "set but empty, which is not unset"
+        fix = "unset LIBTORCH_HOME   (Setup.hs then uses ~/.cache/libtorch)"
+    return [Finding(
+        "hasktorch.relative-home", Level.WARNING,
+        f"LIBTORCH_HOME={clip(repr(given), 200)} is not an absolute folder ({why}), and Hasktorch's Setup.hs takes it "
+        "as written",
+        detail=(f"Setup.hs joins LIBTORCH_HOME/{where} as it is (only a shell expands ~, unquoted at the start of a "
+                "word) and runs in libtorch-ffi's package folder: it looks for the tree there (and downloads one there "
+                "when it is missing), then configures that relative lib dir as extra-lib-dirs and rpath, so the "
+                "program finds libtorch only when started from that folder."),
+        fix=fix, area=AREA, evidence=[Evidence("env", "LIBTORCH_HOME", clip(repr(given), 200))], subject="LIBTORCH_HOME")]
+
+
+def _not_cached(h: HasktorchRequest) -> list[Finding]:
     if h.skip_download or h.nix_sandbox or h.cached or not h.tree:
         return []
     if not (h.version_from_env or h.flavour_from_env):

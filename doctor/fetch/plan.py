@@ -17,8 +17,10 @@ from doctor import fixes
 from doctor.catalog import releases
 from doctor.errors import UsageError
 from doctor.fetch.names import redact_url, safe_component
+from doctor.formats import clip
 from doctor.host import Host
 from doctor.probe.hasktorch_cache import libtorch_home, tree_path
+from doctor.quoting import sh_paste
 
 MIRROR_ENV = "DOCTOR_LIBTORCH_MIRROR"
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -200,10 +202,20 @@ def resolve_plan(host: Host, req: FetchRequest, gpu_facts: Callable[[], Any] | N
 
     dest = Path(req.dest) if req.dest else default_dest(host, version, platform, variant, abi, debug)
     if not req.dest:
+        given = host.env.get("LIBTORCH_HOME") or ""
+        if given.startswith("~"):  # kept literal (quoted, or set where no shell expands it)
+            meant = host.tilde_expanded(given)
+            raise UsageError(f"LIBTORCH_HOME={clip(repr(given), 200)} keeps its ~ (only a shell expands it, unquoted): "
+                             "the install would make a folder named ~ here",
+                             f"export LIBTORCH_HOME={sh_paste(meant)}" if meant else "give LIBTORCH_HOME as an absolute folder",
+                             error_id="env.bad-value")
         if dest.parts and dest.parts[0] == "~":  # no home to expand: a folder named ~ here would be made
             raise UsageError("no home folder to install under: HOME is unset and the user database names none",
                              "give --dest, or set LIBTORCH_HOME (or HOME)")
         notes.append("destination: Hasktorch's layout $LIBTORCH_HOME/<version>/<platform>/<variant>")
+        if given and not dest.is_absolute():
+            notes.append(f"LIBTORCH_HOME is relative: installed under {host.cwd / dest}; Hasktorch's Setup.hs would look "
+                         "for it from libtorch-ffi's folder instead (export an absolute LIBTORCH_HOME)")
     lock_path = None
     if not req.no_lock:
         if req.channel == "nightly":

@@ -74,10 +74,15 @@ class HasktorchRequest:
     cached: bool  # tree/.ok exists
     skip_download: bool  # LIBTORCH_SKIP_DOWNLOAD: Hasktorch uses a global libtorch instead
     nix_sandbox: bool
+    # LIBTORCH_HOME as set (None: unset). Setup.hs takes it as written: empty, relative or with a
+    # literal ~, it is resolved from libtorch-ffi's package folder, not from here.
+    home_given: str | None = None
+    home_absolute: str | None = None  # that value from this folder, ~ expanded; None when empty
 
 
 def hasktorch_request(host: Host) -> HasktorchRequest:
     home = libtorch_home(host)
+    given = host.env.get("LIBTORCH_HOME")
     version = host.env.get("LIBTORCH_VERSION")
     flavour = host.env.get("LIBTORCH_CUDA_VERSION")
     platform = platform_tag(host.system, host.machine)
@@ -96,7 +101,19 @@ def hasktorch_request(host: Host) -> HasktorchRequest:
         cached=bool(tree) and host.is_dir(tree) and host.exists(PurePath(tree) / MARKER),
         skip_download="LIBTORCH_SKIP_DOWNLOAD" in host.env,
         nix_sandbox=nix.startswith(("/build", "/private/tmp/nix-build")),
+        home_given=given,
+        home_absolute=_from_here(host, given),
     )
+
+
+def _from_here(host: Host, given: str | None) -> str | None:
+    """LIBTORCH_HOME as the folder it names from here, a leading ~ expanded as a shell would; None
+    when that is not one folder (unset, empty, another user's ~name)."""
+    if not given:
+        return None
+    if given.startswith("~"):
+        return host.tilde_expanded(given)
+    return os.path.join(host.cwd, given)
 
 
 def _component(value: str) -> bool:

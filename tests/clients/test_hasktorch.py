@@ -3,7 +3,11 @@ SKIP_DOWNLOAD choose the cached tree; a requested tree not cached is a finding."
 
 from __future__ import annotations
 
-from testsupport.support import make_tree
+import shutil
+import subprocess
+
+import pytest
+from testsupport.support import doctor_subprocess, make_tree
 
 from doctor.check import build_areas, gather_facts
 from doctor.host import Host
@@ -98,3 +102,65 @@ def test_stale_dist_newstyle_configured_against_another_tree(tmp_path, abi_libs)
     assert st and "/opt/cuda/lib (CUDA)" in st[0].title and st[0].fix.startswith("rm -rf dist-newstyle")
     _, found = clients(Host.for_test(tmp_path, {"LIBTORCH": "/opt/cuda"}))
     assert [f for f in found if f.id == "build.stale-variant"] == []
+
+
+# getLocalUserLibtorchDir's lines from libtorch-ffi's Setup.hs, run by the real GHC from a "package
+# folder": where it looks for the tree, as an absolute path.
+SETUP_HS_LOOKUP = """
+import System.Directory (makeAbsolute)
+import System.Environment (lookupEnv)
+import System.FilePath ((</>))
+main = do
+  Just h <- lookupEnv "LIBTORCH_HOME"
+  makeAbsolute (h </> "2.9.1" </> "linux-x86_64" </> "cpu") >>= putStrLn
+"""
+
+
+def from_bash(assignment: str) -> str:
+    return subprocess.run(["bash", "-c", f"export {assignment}; printf %s \"$LIBTORCH_HOME\""], capture_output=True,
+                          text=True, check=True, env={"HOME": "/home/user", "PATH": "/usr/bin:/bin"}).stdout
+
+
+@pytest.mark.parametrize("assignment, looks_in", [
+    ('LIBTORCH_HOME="~/x"', "pkg/~/x/2.9.1/linux-x86_64/cpu"),  # quoted: the ~ stays
+    ("LIBTORCH_HOME=", "pkg/2.9.1/linux-x86_64/cpu"),  # empty is not unset
+    ("LIBTORCH_HOME=cache/lt", "pkg/cache/lt/2.9.1/linux-x86_64/cpu"),
+])
+def test_a_home_setup_hs_resolves_from_its_own_folder_is_a_finding(tmp_path, assignment, looks_in):
+    ghc = shutil.which("runghc")
+    if ghc is None:
+        pytest.fail("runghc (ghc) is needed for this test: run scripts/test")
+    value = from_bash(assignment)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "lookup.hs").write_text(SETUP_HS_LOOKUP)
+    seen = subprocess.run([ghc, str(tmp_path / "lookup.hs")], cwd=tmp_path / "pkg", capture_output=True, text=True,
+                          env={"LIBTORCH_HOME": value, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, timeout=300)
+    assert seen.stdout.strip() == str(tmp_path / looks_in), seen.stderr
+    _, found = clients(Host.for_test(tmp_path, {"LIBTORCH_HOME": value, "LIBTORCH_VERSION": "2.9.1"}))
+    assert [f.id for f in found] == ["hasktorch.relative-home"]  # not also hasktorch.not-cached: no one folder
+    fix = found[0].fix
+    if value.startswith("~"):
+        assert fix == "export LIBTORCH_HOME=/home/user/x"
+    elif value:
+        assert fix == "export LIBTORCH_HOME=/work/cache/lt"  # the folder it names from here (the test host's cwd)
+    else:
+        assert fix.startswith("unset LIBTORCH_HOME")
+
+
+def test_an_absolute_or_expanded_home_is_no_finding(tmp_path):
+    for value in (from_bash("LIBTORCH_HOME=~/x"), "/srv/lt"):
+        assert value.startswith("/")
+        _, found = clients(Host.for_test(tmp_path, {"LIBTORCH_HOME": value}))
+        assert "hasktorch.relative-home" not in [f.id for f in found]
+
+
+def test_fetch_refuses_a_home_with_a_literal_tilde(tmp_path):
+    """It would make a folder named ~ in the current folder, the one a later `rm -rf ~` goes wrong on."""
+    got = doctor_subprocess("fetch-libtorch", "--dry-run", "--version", "2.9.1", "--variant", "cpu", cwd=tmp_path,
+                            env={"LIBTORCH_HOME": from_bash('LIBTORCH_HOME="~/x"'), "HOME": str(tmp_path / "home")})
+    assert got.returncode == 2 and list(tmp_path.iterdir()) == []
+    assert got.stderr == (f"error: LIBTORCH_HOME='~/x' keeps its ~ (only a shell expands it, unquoted): the install "
+                          f"would make a folder named ~ here\nhint: export LIBTORCH_HOME={tmp_path}/home/x\n")
+    got = doctor_subprocess("fetch-libtorch", "--dry-run", "--version", "2.9.1", "--variant", "cpu", cwd=tmp_path,
+                            env={"LIBTORCH_HOME": "rel", "HOME": str(tmp_path / "home")})
+    assert got.returncode == 0 and f"installed under {tmp_path}/rel/2.9.1/linux-x86_64/cpu" in got.stdout
