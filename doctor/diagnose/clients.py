@@ -132,9 +132,9 @@ def hasktorch_findings(h: HasktorchRequest) -> list[Finding]:
 def _relative_home(h: HasktorchRequest) -> list[Finding]:
     """Setup.hs uses LIBTORCH_HOME as written, from libtorch-ffi's package folder (its cwd)."""
     given = h.home_given
-    if given is None or h.skip_download or h.nix_sandbox or given.startswith("/"):
-        return []
-    where = f"{h.version}/{h.platform or '<platform>'}/{h.flavour}"
+    if given is None or h.skip_download or h.nix_sandbox or not h.platform or given.startswith("/"):
+        return []  # (no platform: Windows and others, where Hasktorch does not build)
+    where = f"{h.version}/{h.platform}/{h.flavour}"
     if given:
         why = "its ~ stays literal" if given.startswith("~") else "a relative folder"
         fix = f"export LIBTORCH_HOME={sh_paste(h.home_absolute) if h.home_absolute else '<an absolute folder>'}"

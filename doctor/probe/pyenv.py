@@ -242,9 +242,11 @@ def detect_pyenv(host: Host) -> PyEnvFacts | None:
     if on_path:
         # A venv's python is a symlink to the base interpreter: what tells them apart is sys.prefix.
         facts.python_on_path, facts.python_on_path_prefix = on_path, facts.prefix
-        if not same_interpreter(host, on_path, facts.python):
+        if same_interpreter(host, on_path, facts.python):
+            facts.evidence.append(Evidence("derived", f"`python` on PATH: {on_path}", "the interpreter inspected"))
+        else:
             answer = ask_python_on_path(host, on_path)
             facts.python_on_path, facts.python_on_path_prefix = answer if answer else (on_path, None)
-        facts.evidence.append(Evidence("command", f"{on_path} -I -S -c <sys.executable, sys.prefix>",
-                                       f"{facts.python_on_path} (prefix {facts.python_on_path_prefix})"))
+            facts.evidence.append(Evidence("command", f"{on_path} -I -S -c <sys.executable, sys.prefix>",
+                                           f"{facts.python_on_path} (prefix {facts.python_on_path_prefix})"))
     return facts
