@@ -392,8 +392,9 @@ def _version(match: Match, facts: MachineFacts) -> Advice:
                + ", from the same index (same cpu/cuXYZ variant)")
         return Advice("torchvision does not match torch", detail, fix, subject=_plural(ops))
     symbols = match.values("symbol")
-    detail.append(f"The missing symbol{'s' * (len(symbols) > 1)} ({_plural(symbols[:3])}) take no std::string, so "
-                  "this is not an ABI mismatch: the function does not exist in this libtorch version.")
+    many = len(symbols) > 1
+    detail.append(f"The missing symbol{'s' * many} ({_plural(symbols[:3])}) take{'' if many else 's'} no std::string, "
+                  "so this is not an ABI mismatch: the function does not exist in this libtorch version.")
     if install is not None:
         detail.append(f"The active libtorch is {install.label} at {install.root}.")
     fix = ("rebuild the extension against this libtorch (or reinstall the package built for it), "

@@ -325,6 +325,15 @@ TABLE: tuple[Rule, ...] = (
                  "  undefined symbol: _ZN3c104impl3cow23materialize_cow_storageERNS_11StorageImplE",
                  "ImportError: /usr/local/lib/python3.6/dist-packages/torchvision/_C.cpython-36m-x86_64-linux-gnu.so: "
                  "undefined symbol: _ZN2at7getTypeERKNS_6TensorE"),
+            # macOS dyld's words for the same: a Mach-O name carries one more leading underscore (__ZN…).
+            sign(r"[Ss]ymbol not found(?: in flat namespace)?:?\s+'?(?P<symbol>__ZNK?" + _MANGLED_NS
+                 + r"(?:(?!" + _MANGLED_STRING + r")\w)+)(?!\w)",
+                 ("symbol not found in flat namespace", "Symbol not found:"),
+                 "ImportError: dlopen(/opt/homebrew/anaconda3/envs/vis/lib/python3.8/site-packages/mmcv/"
+                 "_ext.cpython-38-darwin.so, 0x0002): symbol not found in flat namespace '__ZN2at3mps9MPSStream6commitEb'",
+                 "Failed to install Torch, manually run install_torch(). /Library/Frameworks/R.framework/Versions/4.0/Resources/"
+                 "library/torch/deps/liblantern.dylib - dlopen(/Library/Frameworks/R.framework/Versions/4.0/Resources/"
+                 "library/torch/deps/liblantern.dylib, 10): Symbol not found: __ZN2at10__lshift__ERKNS_6TensorEN3c106ScalarE"),
             sign(r"operator (?P<op>torchvision::\w+) does not exist", "does not exist",
                  "RuntimeError: operator torchvision::nms does not exist"),
             sign(r"No such operator (?P<op>torchvision::\w+)", "No such operator",
