@@ -210,6 +210,18 @@ TABLE: tuple[Rule, ...] = (
         explains=("loader.library-not-found",),
     ),
     Rule(
+        "libtorch.not-found",
+        "the build found no libtorch",
+        "tch-rs's build script (torch-sys 0.14 and later) takes libtorch from LIBTORCH, else from the Python torch "
+        "when LIBTORCH_USE_PYTORCH=1, else from a system-wide /usr/lib/libtorch.so, and downloads one only with the "
+        "download-libtorch feature; none of these was there.",
+        f"{fixes.FETCH}   (or, with a PyTorch installed in this Python: export LIBTORCH_USE_PYTORCH=1)",
+        (
+            sign(r"Cannot find a libtorch install, you can either", "Cannot find a libtorch install",
+                 "  Cannot find a libtorch install, you can either:"),
+        ),
+    ),
+    Rule(
         "cmake.torch-not-found",
         "CMake cannot find libtorch (TorchConfig.cmake)",
         "find_package(Torch) searches CMAKE_PREFIX_PATH and Torch_DIR; neither names a libtorch.",

@@ -36,7 +36,9 @@ THIN = {"cmake.torch-library-missing", "link.as-needed", "link.library-missing",
         # musl (Alpine): torch does not install there, so few public logs exist; 3 found
         "glibc.missing",
         # a noexec mount or `ulimit -v` under torch: 3 public logs found (others are of other programs)
-        "loader.map-failed"}
+        "loader.map-failed",
+        # tch-rs's own words since torch-sys 0.14 (older ones downloaded libtorch instead): 2 public logs found
+        "libtorch.not-found"}
 
 
 def score(split: str) -> tuple[float, list[str]]:
