@@ -56,7 +56,7 @@ Examples:
 @click.option("--update-lock", is_flag=True, help="Re-record the lock entry instead of checking against it.")
 @click.option("--force", is_flag=True, help="Fetch and replace even when already installed; also replace a libtorch "
               "tree the doctor did not install (never a directory holding anything else).")
-@click.option("--verify", "verify_tree", is_flag=True, help="Re-hash the installed tree and check it against its install record and the lock.")
+@click.option("--verify", "verify_tree", is_flag=True, help="Re-hash the installed tree and check it against its install record and the lock; never downloads or replaces (nothing installed there: exit 1).")
 @click.option("--offline", is_flag=True, help="Never download: succeed only if already installed (or with --archive).")
 @click.option("--keep-archive", is_flag=True, help="Keep the downloaded zip beside the destination.")
 @click.option("--allow-http", is_flag=True, help="Allow plain http:// URLs (a trusted local mirror).")

@@ -135,6 +135,13 @@ def _run(host: Host, plan: Plan, opts: FetchOptions, dest: Path, writable: bool,
                 except DoctorError as exc:  # the tree is fine; a read-only lock folder is no reason to fail
                     log(f"warning: {exc.message}")
             return Outcome("verified" if opts.verify_tree else "already-installed", dest, record.as_dict(), lock_action)
+    if opts.verify_tree and not opts.force:  # verifying reports on what is there: never a download or a replacement
+        if matches and not why:
+            why = "no .ok marker (an install that did not finish)"
+        raise DoctorError(f"nothing to verify at {dest}: {why}",
+                          "run without --verify to install the libtorch asked for there (or check --version, --variant)",
+                          error_id="fetch.not-installed")
+    if matches and not opts.force and (dest / MARKER).is_file():
         log(f"reinstalling: {why}")
     elif record is not None and not opts.force and not opts.offline:
         log(f"replacing the libtorch at {dest}: {why}")

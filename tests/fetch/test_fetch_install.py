@@ -190,6 +190,21 @@ def test_verify_rehashes_and_catches_a_modified_tree(server, tmp_path):
     assert "archive" not in r.stderr.split("error:", 1)[1]  # speaks of the tree, not of an archive
 
 
+def test_verify_never_downloads_or_replaces(server, tmp_path):
+    """--verify reports on what is installed: with nothing there it fetches nothing, and a tree of
+    another version stays as it is (before: it was downloaded, or replaced)."""
+    serve(server, tmp_path)
+    r = cli(*args(server, tmp_path, "--verify"))
+    assert r.exit_code == 1 and not (tmp_path / "dest").exists() and server.requests == []
+    assert f"error: nothing to verify at {tmp_path / 'dest'}: no install record\n" in r.stderr
+    assert cli(*args(server, tmp_path)).exit_code == 0
+    before = snapshot(tmp_path / "dest")
+    other = [a.replace("2.13.0", "2.12.0") for a in args(server, tmp_path, "--verify", "--no-lock")]
+    r = cli(*other)
+    assert r.exit_code == 1 and "the installed version is '2.13.0', not '2.12.0'" in r.stderr
+    assert snapshot(tmp_path / "dest") == before and no_leftovers(tmp_path) == []
+
+
 def test_verify_names_the_file_this_user_may_not_read(server, tmp_path):
     """A tree installed by root and closed to others (umask 077): --verify by another user says
     which file and that it is a permission, not a changed tree, and offers no other --dest."""
