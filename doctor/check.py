@@ -37,13 +37,11 @@ def gather_facts(host: Host, backend: str | None = None, cargo_lock: str | None 
         return python, detect_libtorch(host, python)
 
     from doctor.cuda_stack_check import start_cuda_stack
-    from doctor.probe.pyenv import start_python_on_path
 
     ld_cache = read_ld_cache(host)
-    # Every probe that runs commands starts first (the interpreters, nvcc, compilers: the critical
-    # path, issue 19), the slowest first; the file-reading probes run in this thread meanwhile.
-    with ThreadPoolExecutor(max_workers=7) as pool:
-        start_python_on_path(pool, host)
+    # Every probe that runs commands starts first (the interpreter probe, nvcc, compilers: the
+    # critical path, issue 19); the file-reading probes run in this thread meanwhile.
+    with ThreadPoolExecutor(max_workers=6) as pool:
         cuda_stack = start_cuda_stack(pool, host)
         gpu = pool.submit(_detect_gpus, host, ld_cache)
         toolchain = pool.submit(detect_toolchain, host)

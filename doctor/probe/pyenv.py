@@ -122,18 +122,9 @@ def same_interpreter(host: Host, a: str, b: str) -> bool:
         return False
 
 
-def start_python_on_path(pool, host: Host) -> None:
-    """Ask `python` on PATH early, in `pool`: through a pyenv shim (bash, then Python) the answer
-    takes 150–300 ms, the longest single step of `check` (issue 19). detect_pyenv asks the same
-    question later and gets this answer (Host.ask)."""
-    on_path = python_on_path(host)
-    if on_path and not same_interpreter(host, on_path, host.python):
-        pool.submit(ask_python_on_path, host, on_path)
-
-
 def ask_python_on_path(host: Host, python: str) -> tuple[str, str] | None:
     """(sys.executable, sys.prefix) of `python`, or None when it does not answer like a Python."""
-    run = host.ask([python, "-I", "-S", "-c", ON_PATH_SCRIPT], timeout=ON_PATH_TIMEOUT)
+    run = host.run([python, "-I", "-S", "-c", ON_PATH_SCRIPT], timeout=ON_PATH_TIMEOUT)
     try:
         data = json.loads(run.stdout[:MAX_OUTPUT]) if run.ok else None
     except ValueError:
