@@ -121,7 +121,8 @@ def _run(host: Host, plan: Plan, opts: FetchOptions, dest: Path, writable: bool,
     checked = None if opts.update_lock else entry  # what this fetch must agree with
     record = load_record(dest)
     matches, why = record_matches(plan, record)
-    if matches and (dest / MARKER).is_file() and not opts.force:
+    installed = matches and (dest / MARKER).is_file() and not opts.force
+    if installed:
         same_kind = _same_kind(record, plan)
         consistent, why = _agrees(record, plan, checked if same_kind else None, same_kind)
         if consistent:
@@ -141,7 +142,7 @@ def _run(host: Host, plan: Plan, opts: FetchOptions, dest: Path, writable: bool,
         raise DoctorError(f"nothing to verify at {dest}: {why}",
                           "run without --verify to install the libtorch asked for there (or check --version, --variant)",
                           error_id="fetch.not-installed")
-    if matches and not opts.force and (dest / MARKER).is_file():
+    if installed:
         log(f"reinstalling: {why}")
     elif record is not None and not opts.force and not opts.offline:
         log(f"replacing the libtorch at {dest}: {why}")
