@@ -10,6 +10,7 @@ from pathlib import PurePath
 from doctor.catalog.platforms import loader_variable
 from doctor.catalog.releases import ABI_DEFINE, PRE_CXX11_LAST, has_pre_cxx11
 from doctor.catalog.toolkit import compilers_for as _compilers_for
+from doctor.catalog.toolkit import nvcc_releases
 from doctor.formats import clip
 from doctor.quoting import sh_paste, sh_prepend
 
@@ -123,6 +124,23 @@ def newer_compiler(need: int) -> str:
     compilers = compilers_for(need)
     return ("install a newer compiler" + (f" ({compilers} for C++{need})" if compilers else "")
             + f" and build with -std=c++{need}")
+
+
+def nvcc_span(cc: str) -> str:
+    """"CUDA 11.1 or newer", "CUDA 8.0 to 12.9": the releases whose nvcc builds for `cc`; "" when unknown."""
+    span = nvcc_releases(cc)
+    if span is None:
+        return ""
+    return f"CUDA {span[0]} or newer" if span[1] is None else f"CUDA {span[0]} to {span[1]}"
+
+
+def nvcc_for_arch(cc: str, entry: str | None = None) -> str:
+    """An nvcc that cannot build for compute capability `cc`: another toolkit, or one target fewer.
+    `entry`: the TORCH_CUDA_ARCH_LIST entry that asked for it, when it is known."""
+    span = nvcc_span(cc)
+    toolkit = f"a CUDA toolkit whose nvcc builds for {cc} ({span})" if span else f"a CUDA toolkit whose nvcc builds for {cc}"
+    return (f"use {toolkit}: export CUDA_HOME=/usr/local/cuda-<version> PATH=\"$CUDA_HOME/bin:$PATH\"; "
+            f"or drop {entry or cc} from TORCH_CUDA_ARCH_LIST (or from the -gencode / CMAKE_CUDA_ARCHITECTURES flags)")
 
 
 def link_no_as_needed() -> str:

@@ -161,3 +161,44 @@ COMPILERS_FOR_STANDARD: dict[int, tuple[int, int]] = {17: (9, 10), 20: (11, 14)}
 def compilers_for(standard: int) -> tuple[int, int] | None:
     """(gcc major, clang major) at least, for `standard`; None for a standard the table lacks."""
     return COMPILERS_FOR_STANDARD.get(standard)
+
+
+# The CUDA releases whose nvcc compiles for each compute capability ahead of time (`-arch
+# compute_XY`, `--list-gpu-code`): (first, last), last None while current releases still do.
+# From NVIDIA's CUDA Toolkit release notes: 9.0 dropped Fermi (2.x), 11.0 sm_30/sm_32, 12.0
+# Kepler (3.5, 3.7), 13.0 everything before 7.5 (Maxwell, Pascal, Volta), and 13.0 renamed
+# sm_101 to sm_110. From 11.8 on, tests/catalog/test_toolkit.py checks every row against the
+# target list of that release's ptxas (tests/fixtures/nvcc/*.ptxas-gpu-name.txt).
+NVCC_ARCHES: dict[str, tuple[str, str | None]] = {
+    "2.0": ("3.0", "8.0"), "2.1": ("3.2", "8.0"), "3.0": ("4.2", "10.2"), "3.2": ("6.0", "10.2"),
+    "3.5": ("5.0", "11.8"), "3.7": ("6.5", "11.8"), "5.0": ("6.0", "12.9"), "5.2": ("6.5", "12.9"),
+    "5.3": ("7.0", "12.9"), "6.0": ("8.0", "12.9"), "6.1": ("8.0", "12.9"), "6.2": ("8.0", "12.9"),
+    "7.0": ("9.0", "12.9"), "7.2": ("10.0", "12.9"), "7.5": ("10.0", None), "8.0": ("11.0", None),
+    "8.6": ("11.1", None), "8.7": ("11.4", None), "8.8": ("13.0", None), "8.9": ("11.8", None),
+    "9.0": ("11.8", None), "10.0": ("12.8", None), "10.1": ("12.8", "12.9"), "10.3": ("12.9", None),
+    "11.0": ("13.0", None), "12.0": ("12.8", None), "12.1": ("12.9", None),
+}
+# Arch-specific targets (9.0a) came with CUDA 12.0 for 9.0 and later; family ones (10.0f) with
+# 12.9 for 10.0 and later: (oldest base, first release).
+_SUFFIXES = {"a": ("9.0", "12.0"), "f": ("10.0", "12.9")}
+
+
+def nvcc_releases(cc: str) -> tuple[str, str | None] | None:
+    """(first, last) CUDA release whose nvcc builds for `cc` ("8.6", "9.0a"); None when unknown."""
+    base = cc.rstrip("af")
+    span = NVCC_ARCHES.get(base)
+    if span is None or len(cc) - len(base) > 1:
+        return None
+    first, last = span
+    if base != cc:
+        oldest, since = _SUFFIXES[cc[-1]]
+        if major_minor(base) < major_minor(oldest):
+            return None
+        first = max(first, since, key=major_minor)
+    return first, last
+
+
+def compute_capability(code: str) -> str | None:
+    """"8.6" from "compute_86" / "sm_86", "10.0a" from "sm_100a"; None for what is not one."""
+    m = re.fullmatch(r"(?:compute|sm)_(\d{2,3})([af]?)", code)
+    return f"{m[1][:-1]}.{m[1][-1]}{m[2]}" if m else None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from doctor import fixes
 from doctor.catalog.toolkit import CPP_EXTENSION_ARCHES, NAMED_ARCHES
 from doctor.model import Area, Evidence, Finding, Level
 
@@ -108,7 +109,7 @@ def cuda_arch_area(env: dict[str, str], gpu_ccs: list[str], gpu_codes: list[str]
                         "cuda.arch-list-invalid", Level.ERROR,
                         f"this nvcc cannot target {e.text} (its --list-gpu-code ends at {gpu_codes[-1]})",
                         detail=f"nvcc fails with \"Unsupported gpu architecture 'compute_{e.cc.replace('.', '')}'\".",
-                        fix=f"drop {e.text} from TORCH_CUDA_ARCH_LIST, or use a CUDA toolkit that supports it",
+                        fix=fixes.nvcc_for_arch(e.cc, e.text),
                         area="cuda", evidence=ev, subject=f"{e.text}:nvcc"))
         for cc in sorted(set(gpu_ccs), key=_cc_key):
             how = covers(entries, cc)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from doctor import fixes
 from doctor.catalog.cuda import cuda_of_variant
-from doctor.catalog.toolkit import HOST_COMPILER_LIMITS, NCCL_SYMBOL_SINCE, major_minor, pip_package
+from doctor.catalog.toolkit import HOST_COMPILER_LIMITS, NCCL_SYMBOL_SINCE, compute_capability, major_minor, nvcc_releases, pip_package
 from doctor.explain.facts import Advice, MachineFacts
 
 if TYPE_CHECKING:  # the engine calls the advisors; they only read the Match they are given
@@ -108,9 +108,28 @@ def _toolkit_not_found(match: Match, facts: MachineFacts) -> Advice:
     return Advice(match.rule.title, detail, fix, subject=home or "CUDA_HOME")
 
 
+def _nvcc_arch(match: Match, facts: MachineFacts) -> Advice:
+    arch, code, nvcc = _first(match, "arch"), _first(match, "code"), _first(match, "nvcc")
+    cc = compute_capability(f"compute_{code}") if code else None
+    detail = [match.rule.cause]
+    if cc is None:
+        return Advice(match.rule.title, detail, match.rule.fix, subject=arch or "")
+    span, releases = fixes.nvcc_span(cc), nvcc_releases(cc)
+    if span:
+        detail.append(f"{arch} (compute capability {cc}) needs {span}.")
+    if nvcc and releases:
+        first, last = releases
+        side = ("older than" if major_minor(nvcc) < major_minor(first) else
+                "newer than" if last and major_minor(nvcc) > major_minor(last) else "")
+        detail.append(f"The nvcc in the log is CUDA {nvcc}" + (f", {side} that range." if side else "."))
+    return Advice(f"this nvcc cannot build for {arch} (compute capability {cc})", detail, fixes.nvcc_for_arch(cc),
+                  subject=arch or "")
+
+
 CUDA_ADVISORS: dict[str, Callable[[Match, MachineFacts], Advice]] = {
     "cuda.host-compiler-unsupported": _host_compiler,
     "cuda.toolkit-mismatch": _toolkit_mismatch,
     "cuda.library-too-old": _library_too_old,
     "cuda.toolkit-not-found": _toolkit_not_found,
+    "cuda.arch-list-invalid": _nvcc_arch,
 }

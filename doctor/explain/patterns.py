@@ -697,6 +697,28 @@ CUDA_STACK_RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        "cuda.arch-list-invalid",
+        "this nvcc cannot build for the GPU architecture asked for",
+        "Each CUDA release's nvcc compiles for a range of GPU architectures: a new GPU needs a newer toolkit, and newer "
+        "toolkits drop old GPUs. torch.utils.cpp_extension asks for the arches in TORCH_CUDA_ARCH_LIST, or, when it is "
+        "unset, for the GPUs it sees; CMake for CMAKE_CUDA_ARCHITECTURES or -gencode flags.",
+        "use a CUDA toolkit whose nvcc builds for that architecture (export CUDA_HOME=/usr/local/cuda-<version> "
+        "PATH=\"$CUDA_HOME/bin:$PATH\"), or drop it from TORCH_CUDA_ARCH_LIST / the -gencode flags",
+        (
+            sign(r"Unsupported gpu architecture '(?P<arch>compute_(?P<code>\d{2,3}[af]?))", "Unsupported gpu architecture",
+                 "nvcc fatal: Unsupported gpu architecture 'compute_86' ninja: build stopped: subcommand failed",
+                 "nvcc fatal   : Unsupported gpu architecture 'compute_61"),
+            sign(r"Value '(?P<arch>(?:sm|compute)_(?P<code>\d{2,3}[af]?))' is not defined for option 'gpu-architecture'",
+                 "is not defined for option 'gpu-architecture'",
+                 "nvcc fatal   : Value 'sm_86' is not defined for option 'gpu-architecture'"),
+            sign(r"Cuda compilation tools, release (?P<nvcc>\d+\.\d+)", "Cuda compilation tools, release",
+                 basis="`nvcc --version`: 'Cuda compilation tools, release 11.0, V11.0.221'", trigger=False),
+            sign(r"/cuda-(?P<nvcc>\d+\.\d+)/bin/nvcc\b", "/bin/nvcc",
+                 "nvcc fatal   : Unsupported gpu architecture 'compute_86' error: command '/usr/local/cuda-11.0/bin/nvcc' "
+                 "failed with exit code 1", trigger=False),
+        ),
+    ),
+    Rule(
         "cuda.toolkit-mismatch",
         "the CUDA toolkit (nvcc) differs from the CUDA torch was built with",
         "PyTorch's extension builder compares `nvcc --version` with torch.version.cuda: a different major is an error, "

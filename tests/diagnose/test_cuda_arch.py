@@ -47,6 +47,8 @@ def test_list_against_gpus_and_toolkit():
     assert _ids(area) == [("cuda.arch-list-invalid", "6.1:nvcc"), ("cuda.arch-list-invalid", "sm_90a"),
                           ("cuda.arch-list-misses-gpu", "12.0")]
     assert next(f for f in area.findings if f.subject == "sm_90a").fix == "write it as 9.0a"
+    # the fix check and explain share: which releases still build for 6.1
+    assert "(CUDA 8.0 to 12.9)" in next(f for f in area.findings if f.subject == "6.1:nvcc").fix
 
 
 def test_unset_says_what_will_be_built_or_that_nothing_can_be():

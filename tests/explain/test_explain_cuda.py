@@ -64,3 +64,19 @@ def test_toolkit_not_found_uses_this_machines_toolkit(tmp_path):
     empty = Host.for_test(tmp_path / "empty")
     [f] = explain_on(empty, text, machine_facts(empty), source=name)
     assert "nvidia-cuda-nvcc-cu12" in f.fix
+
+
+def test_nvcc_arch_advice_names_the_releases_and_the_logs_nvcc():
+    f = _one("cuda.arch-list-invalid--internimage-284.log")
+    assert f.title == "this nvcc cannot build for compute_86 (compute capability 8.6)"
+    assert "needs CUDA 11.1 or newer" in f.detail and "The nvcc in the log is CUDA 11.0, older than that range" in f.detail
+    assert "CUDA 11.1 or newer" in f.fix and "drop 8.6 from TORCH_CUDA_ARCH_LIST" in f.fix
+    f = _one("cuda.arch-list-invalid--butterfly-23.log")  # nvcc's other wording; an nvcc too new for the GPU
+    assert f.subject == "sm_30" and "CUDA 4.2 to 10.2" in f.fix
+    f = _one("cuda.arch-list-invalid--fsdet-11.log")  # the excerpt lost the closing quote; no version in the log
+    assert f.subject == "compute_61" and "CUDA 8.0 to 12.9" in f.fix and "The nvcc in the log" not in f.detail
+
+
+def test_a_bracketed_arch_is_not_read_as_one():
+    # pytorch-mask-rcnn#38: '-arch=[sm_61]' is a typo, not a toolkit that lacks 6.1
+    assert explain_text("nvcc fatal   : Value '[sm_61]' is not defined for option 'gpu-architecture'") == []
