@@ -14,9 +14,10 @@ moving a line, so a finding's line numbers are the log's own:
 - `quote_variants`: the needles (literal prefilters, matched on the raw log) get their
   typographic twins, so a pasted ‘torch/torch.h’ is found before it is mended.
 - `wrap_candidate`: a needle line no regex matched is tried joined to the line before or after
-  it when that line could have been broken by a terminal or tracker (long, ends mid-text): a
-  path split across two lines, `Error loading "…fbgemm.dll"` broken after the quote. The hit
-  keeps the first line's number.
+  it when that line could have been broken by a terminal or tracker (long, ends mid-text or in
+  one blank): a path split across two lines, `Error loading "…fbgemm.dll"` broken after the
+  quote, R's ``version `GLIBCXX_3.4.20' `` ending one line and `not found` starting the next.
+  The hit keeps the first line's number.
 
 A cut-off line ("No such file or dire") needs nothing here: the patterns match on what is there.
 """
@@ -47,7 +48,8 @@ PREFIXES_BYTES = re.compile(PREFIXES.pattern.encode())
 STAMP_BYTES = re.compile(_STAMP.encode())
 DIGITS_ALIKE = bytes.maketrans(b"0123456789", b"0000000000")
 QUOTES = str.maketrans({"‘": "'", "’": "'", "‚": "'", "‛": "'", "“": '"', "”": '"', "„": '"', "‟": '"'})
-# A wrapped line is long and ends in a non-blank character; shorter lines are never joined.
+# A wrapped line is long and ends mid-text (a terminal's break) or in one blank (a word wrap, as R
+# prints its messages); shorter lines, and lines padded with blanks, are never joined.
 WRAP_MIN = 60
 # A superset of every tail of one prefix, and of every head: a needle that could begin inside
 # a prefix (found in the raw line, not in the text after the prefixes) is one the dense path
@@ -100,8 +102,8 @@ def quote_variants(needle: str) -> tuple[str, ...]:
 
 
 def wrap_candidate(line: bytes) -> bool:
-    """Could a terminal have broken this line at its end?"""
-    return len(line) >= WRAP_MIN and line[-1:] not in b" \t"
+    """Could a terminal have broken this line at its end, or a word wrap after its last blank?"""
+    return len(line) >= WRAP_MIN and line[-2:] not in (b"  ", b" \t", b"\t ", b"\t\t")
 
 
 def prefix_overlap(needle: bytes) -> tuple[tuple[int, ...], bool]:

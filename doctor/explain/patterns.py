@@ -140,7 +140,8 @@ TABLE: tuple[Rule, ...] = (
         (
             sign(r"(?:(?<!\S)(?P<from>\S*?lib(?:c|m|stdc\+\+|pthread|dl|rt|gcc_s)\.so\.\d++): )?version [`'‘](?P<need>(?:GLIBC|GLIBCXX|CXXABI)_[\d.]+)['’] not found"
                  r"(?: \(required by (?P<by>[^)]+)\))?",
-                 ("' not found", "’ not found"),
+                 # the version too: a word wrap can put "not found" on the next line (read joined)
+                 ("' not found", "’ not found", "version `GLIBC", "version 'GLIBC", "version `CXXABI", "version 'CXXABI"),
                  "/lib64/libm.so.6: version `GLIBC_2.23' not found (required by /home/centos/libtorch_cpu.so)",
                  "ImportError: /usr/lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.30' not found (required by "
                  "/home/***/lib/python3.10/site-packages/torch/lib/libtorch_python.so)"),

@@ -172,6 +172,16 @@ def test_a_windows_dll_message_broken_after_the_quote_is_joined():
     assert found.id == "loader.library-not-found" and found.evidence[0].source == "x:1"
 
 
+def test_a_message_word_wrapped_after_a_blank_is_joined():
+    # a real loader line as R prints it (mlverse/torch#866): broken after "version `GLIBCXX_…' ",
+    # so that no one line holds "' not found"
+    (found,) = explain_text((LOGS / "glibc.too-old--mlverse-torch-866.log").read_text(), source="x")
+    assert found.id == "glibc.too-old" and found.evidence[0].source == "x:2" and "GLIBCXX_3.4.20" in found.title
+    # the same break after a line padded with blanks (a table, a progress display) is not a wrap
+    raw = line("glibc.too-old--mlverse-torch-866.log", "GLIBCXX_3.4.20")
+    assert ids(raw.rstrip() + "  \nnot found (required by /x/liblantern.so)\n") == []
+
+
 def test_a_short_line_is_never_joined_to_its_neighbour():
     # "cannot open shared object file" alone names no library: joining "libc10.so" from a short
     # previous line would invent one
