@@ -20,6 +20,7 @@ FINDINGS: dict[str, str] = {
     "build.failed": 'the probe (a few lines of C++ against the active libtorch, built with exactly the environment `doctor emit setenv` gives plus your …',
     "build.ninja-missing": '`torch.utils.cpp_extension.load()` (and `BuildExtension` by default) builds with ninja and checks `ninja --version` on `PATH` first; the `ninja` …',
     "cmake.nvtoolsext-missing": "libtorch ≤ 2.4's CMake config (`share/cmake/Caffe2/public/cuda.cmake`) looks for NVTX v2's `libnvToolsExt`, which CUDA 12 toolkits no longer ship …",
+    "cmake.torch-found-twice": "`find_package(Torch)` ran a second time in one CMake project (a subdirectory, or a dependency added with `add_subdirectory()`) …",
     "cmake.torch-library-missing": "CMake found libtorch's config files, but not the library beside them (`lib/libtorch.so`, `lib/torch.lib`): a partly extracted or partly copied …",
     "cmake.torch-not-found": '`find_package(Torch)` searches `CMAKE_PREFIX_PATH` and `Torch_DIR`; neither names a libtorch (whose package file is …',
     "cuda.arch-list-invalid": '`TORCH_CUDA_ARCH_LIST` holds an entry torch does not accept (it wants compute capabilities such as `8.6`, `9.0a`, `12.0+PTX`, or names such as …',

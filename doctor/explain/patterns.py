@@ -804,6 +804,26 @@ CUDA_STACK_RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        "cmake.torch-found-twice",
+        "find_package(Torch) runs more than once in one CMake project",
+        "TorchConfig.cmake defines caffe2::mkl (and, through MKL's own config, MKL::MKL) each time it runs; a second "
+        "find_package(Torch) in a subdirectory, or in a dependency added with add_subdirectory(), meets the targets the "
+        "first one made and CMake refuses to create or change them.",
+        "call find_package(Torch REQUIRED) once, in the top-level CMakeLists.txt before add_subdirectory(), and let the "
+        "subdirectories use its targets; where a dependency calls it too, guard that call: "
+        "if(NOT TARGET torch) find_package(Torch REQUIRED) endif()",
+        (
+            sign(r"Cannot specify (?:link libraries|include directories) for (?:imported )?target \"(?P<target>caffe2::\w+)\"",
+                 ('Cannot specify link libraries for target "caffe2::', 'Cannot specify include directories for imported target "caffe2::'),
+                 '  Cannot specify link libraries for target "caffe2::mkl" which is not built',
+                 basis="CMake's target_include_directories() on an imported target of another directory: 'Cannot specify "
+                       "include directories for imported target \"caffe2::mkl\".'"),
+            sign(r"add_library cannot create imported target \"(?P<target>caffe2::\w+|MKL::MKL)\" because another",
+                 "add_library cannot create imported target",
+                 '  add_library cannot create imported target "MKL::MKL" because another target with the same name already exists.'),
+        ),
+    ),
+    Rule(
         "openmp.duplicate-runtime",
         "two OpenMP runtimes in one process",
         "Two copies of Intel's OpenMP runtime (libiomp5) were loaded — typically conda's MKL and the one torch ships.",
