@@ -3,6 +3,8 @@ calls in: which probes run, which facts keys they fill, which areas they add."""
 
 from __future__ import annotations
 
+import re
+
 from doctor.host import Host, result_of
 from doctor.model import Area
 
@@ -70,7 +72,8 @@ def cuda_stack_areas(facts: dict) -> list[Area]:
     active_tk = toolkit.active if toolkit is not None else None
     arch = cuda_arch_area(facts.get("env") or {}, _visible_ccs(facts.get("gpu")),
                           active_tk.gpu_codes if active_tk else [], bool(python_cuda or libtorch_cuda),
-                          _visible_gfx(facts.get("gpu")))
+                          _visible_gfx(facts.get("gpu")), active_tk.release if active_tk else None,
+                          _torch_archs(facts))
     if arch is not None:
         areas.append(arch)
 
@@ -91,11 +94,24 @@ def cuda_stack_areas(facts: dict) -> list[Area]:
     return areas
 
 
+def _torch_archs(facts: dict) -> tuple[str, ...]:
+    """The architectures the Python torch's CUDA build carries, from the catalog (what
+    cpp_extension clamps the GPUs to); () when the build or its row is unknown."""
+    from doctor.catalog.cuda import arch_list
+
+    python, system = facts.get("python_torch"), facts.get("system")
+    if python is None or not (python.variant or "").startswith("cu"):
+        return ()
+    row = arch_list(python.variant, python.base_version, getattr(system, "machine", "x86_64") or "x86_64")
+    return row.archs if row is not None and not row.assumed else ()
+
+
 def _visible_ccs(gpu) -> list[str]:
     """Compute capabilities of the visible NVIDIA GPUs; tolerant of how the GPU facts are shaped."""
     nvidia = getattr(gpu, "nvidia", None)
     gpus = getattr(nvidia, "visible_gpus", None) or []
-    return [cc for g in gpus if isinstance(cc := getattr(g, "compute_capability", None), str)]
+    return [cc for g in gpus if isinstance(cc := getattr(g, "compute_capability", None), str)
+            and re.fullmatch(r"\d{1,2}\.\d", cc)]  # what a driver reports; anything else is not compared
 
 
 def _visible_gfx(gpu) -> list[str]:

@@ -134,13 +134,18 @@ def nvcc_span(cc: str) -> str:
     return f"CUDA {span[0]} or newer" if span[1] is None else f"CUDA {span[0]} to {span[1]}"
 
 
-def nvcc_for_arch(cc: str, entry: str | None = None) -> str:
-    """An nvcc that cannot build for compute capability `cc`: another toolkit, or one target fewer.
-    `entry`: the TORCH_CUDA_ARCH_LIST entry that asked for it, when it is known."""
+def nvcc_for_arch(cc: str, entry: str | None = None, *, instead: str | None = None) -> str:
+    """An nvcc that cannot build for compute capability `cc`: another toolkit, or other targets.
+    `entry`: the TORCH_CUDA_ARCH_LIST entry that asked for it; `instead`: with the variable unset
+    (extensions build for the GPU itself), the newest target this nvcc builds below that GPU."""
     span = nvcc_span(cc)
-    toolkit = f"a CUDA toolkit whose nvcc builds for {cc} ({span})" if span else f"a CUDA toolkit whose nvcc builds for {cc}"
-    return (f"use {toolkit}: export CUDA_HOME=/usr/local/cuda-<version> PATH=\"$CUDA_HOME/bin:$PATH\"; "
-            f"or drop {entry or cc} from TORCH_CUDA_ARCH_LIST (or from the -gencode / CMAKE_CUDA_ARCHITECTURES flags)")
+    toolkit = f"a CUDA toolkit whose nvcc builds for {cc}" + (f" ({span})" if span else "")
+    if instead:
+        other = (f'or export TORCH_CUDA_ARCH_LIST="{instead}+PTX" (this nvcc builds {instead}; '
+                 f"code for it runs on a {cc} GPU)")
+    else:
+        other = f"or drop {entry or cc} from TORCH_CUDA_ARCH_LIST (or from the -gencode / CMAKE_CUDA_ARCHITECTURES flags)"
+    return f'use {toolkit}: export CUDA_HOME=/usr/local/cuda-<version> PATH="$CUDA_HOME/bin:$PATH"; {other}'
 
 
 def link_no_as_needed() -> str:

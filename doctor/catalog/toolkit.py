@@ -198,6 +198,15 @@ def nvcc_releases(cc: str) -> tuple[str, str | None] | None:
     return first, last
 
 
+
+def nvcc_targets(release: str) -> list[str]:
+    """The compute capabilities (base targets, "8.6") the nvcc of CUDA `release` ("11.0") builds."""
+    want = major_minor(release)
+    if want is None:
+        return []
+    return sorted((cc for cc, (first, last) in NVCC_ARCHES.items()
+                   if major_minor(first) <= want and (last is None or want <= major_minor(last))), key=major_minor)
+
 def compute_capability(code: str) -> str | None:
     """"8.6" from "compute_86" / "sm_86", "10.0a" from "sm_100a"; None for what is not one."""
     m = re.fullmatch(r"(?:compute|sm)_(\d{2,3})([af]?)", code)

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from doctor import fixes
-from doctor.catalog.toolkit import CPP_EXTENSION_ARCHES, NAMED_ARCHES
+from doctor.catalog.toolkit import CPP_EXTENSION_ARCHES, NAMED_ARCHES, compute_capability, nvcc_targets
 from doctor.model import Area, Evidence, Finding, Level
 
 MAX_ENTRIES = 64
@@ -62,21 +62,51 @@ def covers(entries: list[ArchEntry], cc: str) -> str | None:
     return None
 
 
+def _nvcc_can(gpu_codes: list[str], nvcc_release: str | None) -> tuple[set[tuple[int, int]], str] | None:
+    """The base targets the active nvcc builds, and how the finding names that nvcc: its own
+    `--list-gpu-code`, else the catalog's range for its release (nvcc before 11.0 has no such flag)."""
+    if gpu_codes:
+        can = {_cc_key(cc) for c in gpu_codes if (cc := compute_capability(c))}
+        return can, f"(its --list-gpu-code ends at {gpu_codes[-1]})"
+    if nvcc_release and (targets := nvcc_targets(nvcc_release)):
+        return {_cc_key(cc) for cc in targets}, f"(CUDA {nvcc_release}'s nvcc builds {targets[0]} to {targets[-1]})"
+    return None
+
+
+def built_when_unset(gpu_ccs: list[str], torch_archs: tuple[str, ...]) -> list[str]:
+    """What torch.utils.cpp_extension builds with TORCH_CUDA_ARCH_LIST unset: each visible GPU's
+    capability, clamped to the newest the torch build carries (`torch_archs`; none: unclamped)."""
+    top = max((_cc_key(a) for a in torch_archs), default=None)
+    out = {cc if top is None or _cc_key(cc) <= top else "%d.%d" % top for cc in gpu_ccs}
+    return sorted(out, key=_cc_key)
+
+
 def cuda_arch_area(env: dict[str, str], gpu_ccs: list[str], gpu_codes: list[str], cuda_build: bool,
-                   rocm_gfx: list[str] = ()) -> Area | None:
+                   rocm_gfx: list[str] = (), nvcc_release: str | None = None,
+                   torch_archs: tuple[str, ...] = ()) -> Area | None:
     """`gpu_ccs`: compute capabilities of the visible NVIDIA GPUs ("8.6"); `gpu_codes`: the active
-    nvcc's `--list-gpu-code` (sm_75 …); `cuda_build`: torch or libtorch is a CUDA build."""
+    nvcc's `--list-gpu-code` (sm_75 …) and `nvcc_release` its CUDA release ("11.0"); `cuda_build`:
+    torch or libtorch is a CUDA build; `torch_archs`: what the Python torch's CUDA build carries
+    (from the catalog), which cpp_extension clamps the GPUs' capabilities to."""
     value = env.get("TORCH_CUDA_ARCH_LIST")
     rocm = env.get("PYTORCH_ROCM_ARCH")
     if value is None and rocm is None and not cuda_build:
         return None
     findings: list[Finding] = []
     details: list[str] = []
+    nvcc = _nvcc_can(gpu_codes, nvcc_release)
     if value is None or value.strip() in ("", "native"):
         if gpu_ccs:
-            ccs = sorted(set(gpu_ccs), key=_cc_key)
+            ccs = built_when_unset(gpu_ccs, torch_archs)
             details.append(f"TORCH_CUDA_ARCH_LIST unset: extensions are built for the visible GPUs: "
                            f"{';'.join(ccs[:-1] + [ccs[-1] + '+PTX'])}")
+            for cc in ccs if nvcc and torch_archs else ():
+                if _cc_key(cc) not in nvcc[0]:
+                    findings.append(_nvcc_cannot(
+                        cc, f"this nvcc cannot target this GPU's {cc} {nvcc[1]}",
+                        fixes.nvcc_for_arch(cc, instead=_newest_below(cc, nvcc[0])),
+                        [Evidence("env", "TORCH_CUDA_ARCH_LIST", "unset")], f"{cc}:nvcc",
+                        why="With TORCH_CUDA_ARCH_LIST unset, torch.utils.cpp_extension builds for the visible GPUs; "))
         elif cuda_build:
             findings.append(Finding(
                 "cuda.arch-list-misses-gpu", Level.WARNING,
@@ -100,17 +130,12 @@ def cuda_arch_area(env: dict[str, str], gpu_ccs: list[str], gpu_codes: list[str]
                     fix=f"write it as {better}" if better and better != e.text else
                         "use compute capabilities such as 8.6, 9.0a or 12.0+PTX, or names such as Ampere, Hopper",
                     area="cuda", evidence=ev, subject=e.text))
-        if gpu_codes:
-            # --list-gpu-code lists base targets (sm_90); the arch-specific 9.0a builds for the same GPU.
-            can = {c.removeprefix("sm_").rstrip("af") for c in gpu_codes}
+        if nvcc:
+            # nvcc lists base targets (sm_90); the arch-specific 9.0a builds for the same GPU.
             for e in entries:
-                if e.cc and e.cc.rstrip("af").replace(".", "") not in can:
-                    findings.append(Finding(
-                        "cuda.arch-list-invalid", Level.ERROR,
-                        f"this nvcc cannot target {e.text} (its --list-gpu-code ends at {gpu_codes[-1]})",
-                        detail=f"nvcc fails with \"Unsupported gpu architecture 'compute_{e.cc.replace('.', '')}'\".",
-                        fix=fixes.nvcc_for_arch(e.cc, e.text),
-                        area="cuda", evidence=ev, subject=f"{e.text}:nvcc"))
+                if e.cc and _cc_key(e.cc) not in nvcc[0]:
+                    findings.append(_nvcc_cannot(e.cc, f"this nvcc cannot target {e.text} {nvcc[1]}",
+                                                 fixes.nvcc_for_arch(e.cc, e.text), ev, f"{e.text}:nvcc"))
         for cc in sorted(set(gpu_ccs), key=_cc_key):
             how = covers(entries, cc)
             if how is None:
@@ -138,3 +163,16 @@ def cuda_arch_area(env: dict[str, str], gpu_ccs: list[str], gpu_codes: list[str]
                     evidence=[Evidence("env", "PYTORCH_ROCM_ARCH", rocm[:200])], subject=gfx))
     summary = details[0] if details else "TORCH_CUDA_ARCH_LIST unset"
     return Area("cuda-arch", "GPU architectures to build", summary, details, findings)
+
+
+def _nvcc_cannot(cc: str, title: str, fix: str, evidence: list[Evidence], subject: str, why: str = "") -> Finding:
+    return Finding("cuda.arch-list-invalid", Level.ERROR, title,
+                   detail=why + f"nvcc fails with \"Unsupported gpu architecture 'compute_{cc.replace('.', '')}'\".",
+                   fix=fix, area="cuda", evidence=evidence, subject=subject)
+
+
+def _newest_below(cc: str, can: set[tuple[int, int]]) -> str | None:
+    """The newest target the nvcc builds that is not newer than this GPU: its cubin runs there
+    (same major) or its PTX is compiled for it by the driver."""
+    fit = [t for t in can if t <= _cc_key(cc)]
+    return "%d.%d" % max(fit) if fit else None

@@ -16,6 +16,7 @@ from doctor.catalog.toolkit import (
     major_minor,
     newest_cuda_for,
     nvcc_releases,
+    nvcc_targets,
 )
 from doctor.diagnose.cuda_stack import compare_cuda, cuda_of_variant
 from doctor.model import Level
@@ -114,3 +115,5 @@ def test_arch_names_and_spans():
     assert nvcc_releases("8.6") == ("11.1", None) and nvcc_releases("3.5") == ("5.0", "11.8")
     assert nvcc_releases("8.6a") is None and nvcc_releases("9.0f") is None and nvcc_releases("4.0") is None
     assert nvcc_releases("9.0a") == ("12.0", None) and nvcc_releases("10.1f") == ("12.9", "12.9")
+    assert nvcc_targets("11.0") == ["3.5", "3.7", "5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2", "7.5", "8.0"]
+    assert nvcc_targets("13.2")[0] == "7.5" and nvcc_targets("garbage") == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from doctor.diagnose.cuda_arch import covers, cuda_arch_area, parse_arch_list
+from doctor.diagnose.cuda_arch import built_when_unset, covers, cuda_arch_area, parse_arch_list
 from doctor.host import Host
 from doctor.probe.cuda_toolkit import detect_cuda_toolkit, parse_gpu_codes
 from testsupport.cuda_fakes import BANNERS, toolkit
@@ -96,3 +96,23 @@ def test_visible_gpus_are_read_from_the_gpu_facts_shape():
     facts = Facts(Nv([Dev("8.6"), Dev(None), Dev("9.0")]), Amd(True, [{"name": "gfx942"}, {"name": "gfx90a"}]))
     assert _visible_ccs(facts) == ["8.6", "9.0"] and _visible_gfx(facts) == ["gfx90a", "gfx942"]
     assert _visible_ccs(None) == [] and _visible_gfx(Facts(Nv(), Amd(False, [{"n": "gfx942"}]))) == []
+
+
+def test_unset_list_builds_each_gpu_clamped_to_the_torch_build():
+    # cpp_extension: min(the GPU's capability, the newest the torch build carries)
+    assert built_when_unset(["12.0", "8.6"], ("7.5", "8.0", "8.6", "9.0")) == ["8.6", "9.0"]
+    assert built_when_unset(["12.0"], ()) == ["12.0"]  # the torch build unknown: unclamped
+
+
+def test_an_nvcc_without_a_target_list_is_judged_by_its_release():
+    # CUDA 11.0 (an RTX 3090 era mistake): its nvcc has --list-gpu-code, older ones do not; the
+    # catalog's range decides alike
+    area = cuda_arch_area({"TORCH_CUDA_ARCH_LIST": "8.0;8.6"}, [], [], True, nvcc_release="11.0")
+    (f,) = [f for f in area.findings if f.id == "cuda.arch-list-invalid"]
+    assert f.subject == "8.6:nvcc" and "(CUDA 11.0's nvcc builds 3.5 to 8.0)" in f.title
+    # with the list unset, the GPU itself is judged, but only when the torch build (the clamp) is known
+    area = cuda_arch_area({}, ["8.6"], [], True, nvcc_release="11.0", torch_archs=("7.5", "8.0", "8.6"))
+    (f,) = area.findings
+    assert f.subject == "8.6:nvcc" and 'TORCH_CUDA_ARCH_LIST="8.0+PTX"' in f.fix
+    assert cuda_arch_area({}, ["8.6"], [], True, nvcc_release="11.0").findings == []
+    assert cuda_arch_area({}, ["8.6"], CODES_13, True, torch_archs=("8.6",)).findings == []
