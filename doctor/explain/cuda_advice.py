@@ -32,6 +32,9 @@ def _host_compiler(match: Match, facts: MachineFacts) -> Advice:
     kind = "clang" if (_first(match, "kind") or "").lower() == "clang" else "gcc"
     top = _first(match, "max")
     detail = [match.rule.cause]
+    headers = _first(match, "headers")
+    if top is None and headers:
+        return _host_headers(match, int(headers), detail)
     releases = []
     if top and top.split(".")[0].isdigit():
         limit = int(top.split(".")[0])
@@ -46,6 +49,19 @@ def _host_compiler(match: Match, facts: MachineFacts) -> Advice:
             fix += f"; or use CUDA ≥ {newer}, whose nvcc accepts a newer {kind}"
         return Advice(f"nvcc accepts {kind} ≤ {limit}; the host compiler is newer", detail, fix, subject=f"{kind}>{limit}")
     return Advice(match.rule.title, detail, match.rule.fix)
+
+
+def _host_headers(match: Match, gcc: int, detail: list[str]) -> Advice:
+    """nvcc passed its own checks, then broke the host compiler's C++ library headers on the way."""
+    nvcc = _first(match, "nvcc")
+    detail.append(f"nvcc{' ' + nvcc if nvcc else ''} accepted the host compiler, then could not parse GCC {gcc}'s "
+                  "C++ library headers (\"parameter packs not expanded\" inside them): this nvcc predates those headers.")
+    older = gcc - 1
+    fix = (f"build with an older host compiler: install g++-{older} and export CUDAHOSTCXX=/usr/bin/g++-{older} "
+           f"NVCC_CCBIN=/usr/bin/g++-{older} (CMake: -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++-{older}); or use a "
+           "newer CUDA toolkit than this nvcc (Ubuntu 22.04's nvidia-cuda-toolkit package is CUDA 11.5; NVIDIA's "
+           "12.x toolkits read GCC 11's headers)")
+    return Advice(f"this nvcc cannot read GCC {gcc}'s C++ headers", detail, fix, subject=f"gcc{gcc}-headers")
 
 
 def _toolkit_mismatch(match: Match, facts: MachineFacts) -> Advice:

@@ -695,6 +695,13 @@ CUDA_STACK_RULES: tuple[Rule, ...] = (
                        "less than 19 and greater than 3.2 . The nvcc flag '-allow-unsupported-compiler' ...'"),
             sign(r"unsupported GNU version! gcc (?P<max>[\d.]+) and up are not supported", "and up are not supported",
                  basis="CUDA ≤ 8 host_config.h: '#error -- unsupported GNU version! gcc 4.9 and up are not supported!'"),
+            # nvcc's front end rewrites the host compiler's own C++ library headers; one it was not made for
+            # comes back broken (nvcc 11.5, Ubuntu 22.04's, with GCC 11's <functional>; CUDA 8 with GCC 6's <tuple>).
+            sign(r"/c\+\+/(?P<headers>\d+)/[\w/.]+:\d+:\d+: error: parameter packs not expanded with",
+                 "error: parameter packs not expanded with",
+                 "/usr/include/c++/11/bits/std_function.h:435:145: error: parameter packs not expanded with ‘...’:"),
+            sign(r"Cuda compilation tools, release (?P<nvcc>\d+\.\d+)", "Cuda compilation tools, release",
+                 "Cuda compilation tools, release 11.5, V11.5.119", trigger=False),
         ),
     ),
     Rule(

@@ -80,3 +80,12 @@ def test_nvcc_arch_advice_names_the_releases_and_the_logs_nvcc():
 def test_a_bracketed_arch_is_not_read_as_one():
     # pytorch-mask-rcnn#38: '-arch=[sm_61]' is a typo, not a toolkit that lacks 6.1
     assert explain_text("nvcc fatal   : Value '[sm_61]' is not defined for option 'gpu-architecture'") == []
+
+
+def test_host_headers_nvcc_cannot_parse_get_an_older_gcc_or_a_newer_toolkit():
+    f = _one("cuda.host-compiler-unsupported--capellinisptrsv-2.log")
+    assert f.title == "this nvcc cannot read GCC 11's C++ headers" and "nvcc 11.5 accepted" in f.detail
+    assert "CUDAHOSTCXX=/usr/bin/g++-10" in f.fix and "newer CUDA toolkit" in f.fix
+    assert "g++-5" in _one("cuda.host-compiler-unsupported--nccl-102.log").fix
+    # the same words about the user's own code are a C++ error, not a toolchain clash
+    assert explain_text("src/ops.cu:12:5: error: parameter packs not expanded with '...':") == []
