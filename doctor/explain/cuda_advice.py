@@ -138,6 +138,11 @@ def _nvcc_arch(match: Match, facts: MachineFacts) -> Advice:
         side = ("older than" if major_minor(nvcc) < major_minor(first) else
                 "newer than" if last and major_minor(nvcc) > major_minor(last) else "")
         detail.append(f"The nvcc in the log is CUDA {nvcc}" + (f", {side} that range." if side else "."))
+    if _first(match, "triton"):
+        detail.append("The ptxas that failed is the one Triton bundles (torch.compile's GPU code), not the toolkit's.")
+        fix = (f"export TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas (a toolkit's ptxas that builds {arch}"
+               + (f": {span}" if span else "") + "), or a Triton release that bundles a newer one")
+        return Advice(f"Triton's ptxas cannot build for {arch} (compute capability {cc})", detail, fix, subject=arch or "")
     return Advice(f"this nvcc cannot build for {arch} (compute capability {cc})", detail, fixes.nvcc_for_arch(cc),
                   subject=arch or "")
 

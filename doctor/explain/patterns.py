@@ -719,6 +719,13 @@ CUDA_STACK_RULES: tuple[Rule, ...] = (
             sign(r"Value '(?P<arch>(?:sm|compute)_(?P<code>\d{2,3}[af]?))' is not defined for option 'gpu-architecture'",
                  "is not defined for option 'gpu-architecture'",
                  "nvcc fatal   : Value 'sm_86' is not defined for option 'gpu-architecture'"),
+            # ptxas's own words: Triton (torch.compile) runs the ptxas it bundles, older than a new GPU
+            sign(r"ptxas fatal\s*: Value '(?P<arch>sm_(?P<code>\d{2,3}[af]?))' is not defined for option 'gpu-name'",
+                 "is not defined for option 'gpu-name'",
+                 "    ptxas fatal   : Value 'sm_30' is not defined for option 'gpu-name'"),
+            sign(r"(?P<triton>triton/backends/nvidia/bin/ptxas)\b", "triton/backends/nvidia/bin/ptxas",
+                 basis="Triton's PTXASError ends with 'Repro command: <its bundled …/site-packages/triton/backends/"
+                       "nvidia/bin/ptxas> … --gpu-name=sm_121a …'", trigger=False),
             sign(r"Cuda compilation tools, release (?P<nvcc>\d+\.\d+)", "Cuda compilation tools, release",
                  basis="`nvcc --version`: 'Cuda compilation tools, release 11.0, V11.0.221'", trigger=False),
             sign(r"/cuda-(?P<nvcc>\d+\.\d+)/bin/nvcc\b", "/bin/nvcc",

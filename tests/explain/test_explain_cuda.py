@@ -89,3 +89,11 @@ def test_host_headers_nvcc_cannot_parse_get_an_older_gcc_or_a_newer_toolkit():
     assert "g++-5" in _one("cuda.host-compiler-unsupported--nccl-102.log").fix
     # the same words about the user's own code are a C++ error, not a toolchain clash
     assert explain_text("src/ops.cu:12:5: error: parameter packs not expanded with '...':") == []
+
+
+def test_tritons_own_ptxas_gets_tritons_fix():
+    f = _one("cuda.arch-list-invalid--triton-8539.log")
+    assert f.title == "Triton's ptxas cannot build for sm_121a (compute capability 12.1a)"
+    assert f.fix.startswith("export TRITON_PTXAS_PATH=") and "CUDA 12.9 or newer" in f.fix
+    f = _one("cuda.arch-list-invalid--altis-19.log")  # a toolkit's ptxas: the toolkit's fix
+    assert f.subject == "sm_30" and "CUDA 4.2 to 10.2" in f.fix and "TRITON" not in f.fix
