@@ -37,7 +37,7 @@ _PYTHON = re.compile(rb"Traceback \(most recent call last\)|<ipython-input-|^Run
 _RE2: dict = {}
 
 
-def search(pattern: re.Pattern[bytes], data: bytes):
+def search(pattern: re.Pattern[bytes], data: bytes, pos: int = 0, endpos: int | None = None):
     """pattern.search(data), run by RE2 over the raw bytes (Latin-1: a byte is a character).
 
     The stdlib engine tries these alternations at every byte that could start one: 1.1 s for
@@ -54,7 +54,37 @@ def search(pattern: re.Pattern[bytes], data: bytes):
         options.encoding = re2.Options.Encoding.LATIN1
         options.max_mem = 64 << 20
         compiled = _RE2[pattern] = re2.compile((b"(?m)" if pattern.flags & re.M else b"") + pattern.pattern, options)
-    return compiled.search(data)
+    return compiled.search(data, pos, len(data) if endpos is None else endpos)
+
+
+_KINDS = {"cuda": _CUDA_BUILD, "cpu": _CPU_BUILD, "python": _PYTHON}
+_ANY: dict[tuple[str, ...], re.Pattern[bytes]] = {}
+
+
+def build_words(data: bytes) -> dict[str, object]:
+    """The first match of each of `_KINDS` in the log, as a search for each would give it, in one
+    pass over the log when none is there (the common case; three searches took three passes).
+
+    The pass looks for any kind still missing; where one matches, each missing kind is tried at
+    that same place (an alternation reports only one of several matches that start there). No
+    match spans a line, so that try reads one line."""
+    found: dict[str, object] = {}
+    pos = 0
+    while left := tuple(k for k in _KINDS if k not in found):
+        pattern = _ANY.get(left)
+        if pattern is None:
+            pattern = _ANY[left] = re.compile(b"|".join(b"(?:" + _KINDS[k].pattern + b")" for k in left), re.M)
+        m = search(pattern, data, pos)
+        if m is None:
+            break
+        start = m.start()
+        end = data.find(b"\n", start)
+        for kind in left:
+            here = search(_KINDS[kind], data, start, len(data) if end < 0 else end)
+            if here is not None and here.start() == start:
+                found[kind] = here
+        pos = start + 1
+    return found
 
 
 # Words only a CPU-only torch prints (torch.cuda's own check): no decision needed.
@@ -90,12 +120,13 @@ def decide(data: bytes, facts=None) -> Decision | None:
         return Decision("cuda.not-compiled", f"the active libtorch is a CPU build ({facts.install.label})")
     if variant == "cuda":
         return Decision("link.as-needed", f"the active libtorch is a CUDA build ({facts.install.label})")
-    cuda, cpu = search(_CUDA_BUILD, data), search(_CPU_BUILD, data)
+    words = build_words(data)
+    cuda, cpu = words.get("cuda"), words.get("cpu")
     if cuda and not cpu:
         return Decision("link.as-needed", f"the log names a CUDA build: {_shown(cuda)}")
     if cpu and not cuda:
         return Decision("cuda.not-compiled", f"the log names a CPU build: {_shown(cpu)}")
-    python = search(_PYTHON, data)
+    python = words.get("python")
     if python:
         return Decision("cuda.not-compiled", "the error comes from Python torch, whose extension always links "
                         f"torch_cuda when the build has it ({_shown(python)})")

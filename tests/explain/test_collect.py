@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from doctor.explain.engine import DENSE_CHUNK, DENSE_LINES, MAX_LINE, NEEDLES, collect, findings, group, normalise, scan, settle
-from doctor.explain.disambiguate import _CPU_BUILD, _CUDA_BUILD, _PYTHON, search
+from doctor.explain.disambiguate import _CPU_BUILD, _CUDA_BUILD, _PYTHON, build_words, search
 from doctor.explain.normalise import PREFIXES_BYTES, prefix_overlap
 
 LOGS = Path(__file__).resolve().parents[2] / "tests/fixtures/logs"
@@ -185,3 +185,29 @@ def test_re2_reads_the_corpus_build_words_as_the_stdlib_does():
         for pattern in (_CUDA_BUILD, _CPU_BUILD, _PYTHON):
             want, got = pattern.search(data), search(pattern, data)
             assert (got and (got.start(), got.group(0))) == (want and (want.start(), want.group(0))), path.name
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=40))
+def test_one_pass_finds_the_first_build_word_of_each_kind_as_three_searches_do(parts):
+    data = b"".join(parts)
+    words = build_words(data)
+    for kind, pattern in (("cuda", _CUDA_BUILD), ("cpu", _CPU_BUILD), ("python", _PYTHON)):
+        want, got = pattern.search(data), words.get(kind)
+        assert (got and (got.start(), got.group(0))) == (want and (want.start(), want.group(0))), kind
+
+
+def test_one_pass_over_the_corpus_finds_what_three_searches_find():
+    for path in sorted(LOGS.glob("*.log")):
+        data = normalise(path.read_bytes())
+        words = build_words(data)
+        for kind, pattern in (("cuda", _CUDA_BUILD), ("cpu", _CPU_BUILD), ("python", _PYTHON)):
+            want, got = pattern.search(data), words.get(kind)
+            assert (got and (got.start(), got.group(0))) == (want and (want.start(), want.group(0))), (path.name, kind)
+
+
+def test_two_kinds_that_start_at_the_same_byte_are_both_found():
+    data = b"x libtorch_cuda.so-libtorch-cxx11-abi-shared-with-deps-2.1.0-cpu y"
+    assert _CUDA_BUILD.search(data).start() == _CPU_BUILD.search(data).start() == 2
+    words = build_words(data)
+    assert words["cuda"].group(0) == b"libtorch_cuda.so" and words["cpu"].start() == 2 and "python" not in words
