@@ -50,12 +50,26 @@ DENSE = 1024  # bytes per needle line at which collect reads the next chunk line
 _KEYS_LIMIT = 1 << 17  # distinct dense lines remembered
 
 
-def _needle_table() -> tuple[dict[bytes, tuple[Sign, ...]], dict[int, tuple[int, Rule]], list[bytes]]:
-    """needle (UTF-8) -> every sign it implies, in the order the table lists them.
+class _Implied(dict):
+    """needle (UTF-8) -> every sign it implies, in the order the table lists them; worked out for
+    a needle when it first hits (comparing every pair of needles up front cost ~15 ms a run).
 
     A needle that contains another needle implies that one's signs too: the automaton reports
     the longest needle at a position, never the shorter ones inside it.
     """
+
+    def __init__(self, order: dict[bytes, list[tuple[int, Sign]]]) -> None:
+        super().__init__()
+        self._order = order
+
+    def __missing__(self, needle: bytes) -> tuple[Sign, ...]:
+        signs = {id(s): (i, s) for other, pairs in self._order.items() if other in needle for i, s in pairs}
+        implied = self[needle] = tuple(s for _, s in sorted(signs.values(), key=lambda p: p[0]))
+        return implied
+
+
+def _needle_table() -> tuple[_Implied, dict[int, tuple[int, Rule]], list[bytes]]:
+    """The signs each needle implies, each sign's rank and rule, and the needles longest first."""
     order: dict[bytes, list[tuple[int, Sign]]] = {}
     rank: dict[int, tuple[int, Rule]] = {}
     n = 0
@@ -65,15 +79,10 @@ def _needle_table() -> tuple[dict[bytes, tuple[Sign, ...]], dict[int, tuple[int,
             n += 1
             for needle in sign.needles:
                 order.setdefault(needle.encode(), []).append((rank[id(sign)][0], sign))
-    implied: dict[bytes, tuple[Sign, ...]] = {}
-    for needle in order:
-        signs = {id(s): (i, s) for other, pairs in order.items() if other in needle for i, s in pairs}
-        implied[needle] = tuple(s for _, s in sorted(signs.values(), key=lambda p: p[0]))
-    return implied, rank, sorted(order, key=len, reverse=True)
+    return _Implied(order), rank, sorted(order, key=len, reverse=True)
 
 
 _SIGNS_OF, _RANK, NEEDLES = _needle_table()
-_BY_NEEDLE = {n.decode(): s for n, s in _SIGNS_OF.items()}  # for tests: the needles as text
 _AUTOMATON = None
 
 

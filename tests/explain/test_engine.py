@@ -106,3 +106,19 @@ def test_a_known_line_is_found_at_its_line_number_anywhere(noise, at):
 def test_group_keeps_only_ids_with_a_triggering_line():
     hits = scan(normalise("The current PyTorch install supports CUDA capabilities sm_50 sm_90.\n"))
     assert hits and group(hits) == []
+
+
+def test_each_needle_implies_the_signs_of_every_needle_inside_it():
+    # worked out when a needle first hits; the same as comparing every pair up front
+    from doctor.explain.engine import _RANK, _SIGNS_OF
+    from doctor.explain.patterns import TABLE
+
+    own = {}
+    for rule in TABLE:
+        for sign in rule.signs:
+            for needle in sign.needles:
+                own.setdefault(needle.encode(), []).append(sign)
+    for needle in NEEDLES:
+        want = sorted({id(s): s for other, signs in own.items() if other in needle for s in signs}.values(),
+                      key=lambda s: _RANK[id(s)][0])
+        assert list(_SIGNS_OF[needle]) == want
