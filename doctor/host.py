@@ -161,9 +161,12 @@ class Host:
                     return None
             elif not stat.S_ISREG(mode):
                 return None
-            chunks, left = [], limit
+            # a regular file in one read of its size (a 100 MB log: no 100 chunks joined); a FIFO,
+            # or a file that grows meanwhile, in 1 MiB reads after that
+            chunks, left, step = [], limit, max(os.fstat(fd).st_size + 1, 1 << 20)
             while left > 0:
-                chunk = os.read(fd, min(left, 1 << 20))
+                chunk = os.read(fd, min(left, step))
+                step = 1 << 20
                 if not chunk:
                     break
                 chunks.append(chunk)
