@@ -1,6 +1,7 @@
-"""The newest host compiler each CUDA release's nvcc accepts, as data.
+"""The CUDA toolkit as data: the newest host compiler each release's nvcc accepts, the GPU
+architectures each release builds (`NVCC_ARCHES`), the CUDA libraries and their packages.
 
-nvcc enforces these limits in `include/crt/host_config.h` ("#error -- unsupported GNU version!
+nvcc enforces the compiler limits in `include/crt/host_config.h` ("#error -- unsupported GNU version!
 gcc versions later than N are not supported!"); NVIDIA's Linux installation guide for each
 release lists the same majors in its "Supported Linux distributions" table. Sources per row
 are in docs/cuda.md; tests/catalog/test_toolkit.py checks every row.
@@ -198,7 +199,6 @@ def nvcc_releases(cc: str) -> tuple[str, str | None] | None:
     return first, last
 
 
-
 def nvcc_targets(release: str) -> list[str]:
     """The compute capabilities (base targets, "8.6") the nvcc of CUDA `release` ("11.0") builds."""
     want = major_minor(release)
@@ -206,6 +206,7 @@ def nvcc_targets(release: str) -> list[str]:
         return []
     return sorted((cc for cc, (first, last) in NVCC_ARCHES.items()
                    if major_minor(first) <= want and (last is None or want <= major_minor(last))), key=major_minor)
+
 
 def compute_capability(code: str) -> str | None:
     """"8.6" from "compute_86" / "sm_86", "10.0a" from "sm_100a"; None for what is not one."""

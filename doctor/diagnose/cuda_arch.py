@@ -64,7 +64,7 @@ def covers(entries: list[ArchEntry], cc: str) -> str | None:
 
 def _nvcc_can(gpu_codes: list[str], nvcc_release: str | None) -> tuple[set[tuple[int, int]], str] | None:
     """The base targets the active nvcc builds, and how the finding names that nvcc: its own
-    `--list-gpu-code`, else the catalog's range for its release (nvcc before 11.0 has no such flag)."""
+    `--list-gpu-code`, else the catalog's range for its release (older nvcc releases lack the flag)."""
     if gpu_codes:
         can = {_cc_key(cc) for c in gpu_codes if (cc := compute_capability(c))}
         return can, f"(its --list-gpu-code ends at {gpu_codes[-1]})"

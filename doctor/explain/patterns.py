@@ -1,8 +1,8 @@
 """What a log says, as data: one table of rules, one per diagnosis id, root cause first.
 
-Each rule holds signs; a sign is a regex (compiled once, at its first use), the literal needles a line must
-contain before the regex is tried (the engine finds needles with str.find, so a 10 MB log
-costs a few fast scans, not a regex per line), and the real log lines that justify it,
+Each rule holds signs; a sign is a regex (compiled once, at its first use), the literal
+needles a line must contain before the regex is tried (the engine finds all needles in one
+pass, so a 10 MB log costs one scan, not a regex per line), and the real log lines that justify it,
 copied verbatim from tests/fixtures/logs/ (sources in tests/fixtures/logs/index.json).
 A sign with no real line yet names its `basis` instead (the tool whose message format it
 reads); tests/explain/test_patterns.py holds the variants that keep it honest.

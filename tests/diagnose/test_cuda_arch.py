@@ -105,8 +105,8 @@ def test_unset_list_builds_each_gpu_clamped_to_the_torch_build():
 
 
 def test_an_nvcc_without_a_target_list_is_judged_by_its_release():
-    # CUDA 11.0 (an RTX 3090 era mistake): its nvcc has --list-gpu-code, older ones do not; the
-    # catalog's range decides alike
+    # an nvcc that prints no target list (older releases lack --list-gpu-code): its release's
+    # range in the catalog decides
     area = cuda_arch_area({"TORCH_CUDA_ARCH_LIST": "8.0;8.6"}, [], [], True, nvcc_release="11.0")
     (f,) = [f for f in area.findings if f.id == "cuda.arch-list-invalid"]
     assert f.subject == "8.6:nvcc" and "(CUDA 11.0's nvcc builds 3.5 to 8.0)" in f.title
