@@ -112,6 +112,10 @@ def _library_too_old(match: Match, facts: MachineFacts) -> Advice:
 
 def _toolkit_not_found(match: Match, facts: MachineFacts) -> Advice:
     detail = [match.rule.cause]
+    header = _first(match, "header")
+    if header:
+        detail.append(f"The compiler found no {header}: that header is the CUDA toolkit's (its include/ folder), "
+                      "which torch's CUDA headers include; a build that found no toolkit compiles without it.")
     home = facts.env.get("CUDA_HOME") or facts.env.get("CUDA_PATH")
     if home:
         detail.append(f"On this machine CUDA_HOME/CUDA_PATH is {home}" + (

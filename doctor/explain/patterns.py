@@ -769,6 +769,14 @@ CUDA_STACK_RULES: tuple[Rule, ...] = (
                  "OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install root."),
             sign(r"CUDA was not found on the system, please set the CUDA_HOME or the CUDA_PATH", "CUDA was not found on the system",
                  basis="torch/utils/cpp_extension.py CUDA_NOT_FOUND_MESSAGE"),
+            # torch's CUDA headers (ATen/cuda/CUDAContext.h, c10/cuda/CUDAStream.h) include the toolkit's own:
+            # a build without the toolkit's include folder (none installed, or CUDA_HOME not found, so the
+            # extension was built as a CPU one) stops there
+            sign(r"fatal error: '?(?P<header>cuda(?:_runtime(?:_api)?)?\.h)'?(?:: " + _NO_SUCH + r"| file not found)",
+                 ("fatal error: cuda_runtime_api.h", "fatal error: cuda_runtime.h", "fatal error: cuda.h",
+                  "fatal error: 'cuda_runtime_api.h'", "fatal error: 'cuda_runtime.h'", "fatal error: 'cuda.h'"),
+                 "/home/me/anaconda3/envs/deep3d_pytorch/lib/python3.6/site-packages/torch/include/ATen/cuda/CUDAContext.h:5:10: "
+                 "fatal error: cuda_runtime_api.h: No such file or directory"),
             sign(r"nvcc not found at '(?P<nvcc>[^']+)'", "nvcc not found at",
                  basis="torch/utils/cpp_extension.py _check_cuda_version: \"nvcc not found at '{nvcc}'. Ensure CUDA path "
                        "'{CUDA_HOME}' is correct.\""),

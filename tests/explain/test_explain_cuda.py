@@ -97,3 +97,10 @@ def test_tritons_own_ptxas_gets_tritons_fix():
     assert f.fix.startswith("export TRITON_PTXAS_PATH=") and "CUDA 12.9 or newer" in f.fix
     f = _one("cuda.arch-list-invalid--altis-19.log")  # a toolkit's ptxas: the toolkit's fix
     assert f.subject == "sm_30" and "CUDA 4.2 to 10.2" in f.fix and "TRITON" not in f.fix
+
+
+def test_the_toolkits_own_header_missing_under_torchs_cuda_headers_is_no_toolkit():
+    f = _one("cuda.toolkit-not-found--box-discretization-41.log")  # gcc in Chinese
+    assert "found no cuda_runtime_api.h" in f.detail
+    # the same header named in a build that works is not a finding
+    assert explain_text("-- Looking for cuda_runtime_api.h - found\n#include <cuda_runtime_api.h>\n") == []
