@@ -151,7 +151,8 @@ class Host:
         except (OSError, ValueError):  # ValueError: a NUL byte in the path
             return None
         try:
-            mode = os.fstat(fd).st_mode
+            st = os.fstat(fd)
+            mode = st.st_mode
             if pipe and stat.S_ISFIFO(mode):
                 # Opened again, blocking: that waits for a writer. Reading the non-blocking end
                 # would find no writer yet (a `mkfifo` log whose build starts later) and stop.
@@ -163,7 +164,7 @@ class Host:
                 return None
             # a regular file in one read of its size (a 100 MB log: no 100 chunks joined); a FIFO,
             # or a file that grows meanwhile, in 1 MiB reads after that
-            chunks, left, step = [], limit, max(os.fstat(fd).st_size + 1, 1 << 20)
+            chunks, left, step = [], limit, max(st.st_size + 1, 1 << 20)
             while left > 0:
                 chunk = os.read(fd, min(left, step))
                 step = 1 << 20

@@ -683,6 +683,12 @@ ORDER: dict[str, int] = {rule.id: i for i, rule in enumerate(TABLE)}
 # (index.json entries with "block": "cuda-stack (issue 13)").
 # ---------------------------------------------------------------------------------------------
 
+def _nvcc_banner() -> Sign:
+    """`nvcc --version` in a log: context for a finding about that nvcc (its release), never one
+    itself. A sign of its own for each rule: the engine ranks and attributes signs one rule each."""
+    return sign(r"Cuda compilation tools, release (?P<nvcc>\d+\.\d+)", "Cuda compilation tools, release",
+                "Cuda compilation tools, release 11.5, V11.5.119", trigger=False)
+
 CUDA_STACK_RULES: tuple[Rule, ...] = (
     Rule(
         "cuda.host-compiler-unsupported",
@@ -707,8 +713,7 @@ CUDA_STACK_RULES: tuple[Rule, ...] = (
             sign(r"/c\+\+/(?P<headers>\d+)/[\w/.]+:\d+:\d+: error: parameter packs not expanded with",
                  "error: parameter packs not expanded with",
                  "/usr/include/c++/11/bits/std_function.h:435:145: error: parameter packs not expanded with ‘...’:"),
-            sign(r"Cuda compilation tools, release (?P<nvcc>\d+\.\d+)", "Cuda compilation tools, release",
-                 "Cuda compilation tools, release 11.5, V11.5.119", trigger=False),
+            _nvcc_banner(),
         ),
     ),
     Rule(
@@ -733,8 +738,7 @@ CUDA_STACK_RULES: tuple[Rule, ...] = (
             sign(r"(?P<triton>triton/backends/nvidia/bin/ptxas)\b", "triton/backends/nvidia/bin/ptxas",
                  basis="Triton's PTXASError ends with 'Repro command: <its bundled …/site-packages/triton/backends/"
                        "nvidia/bin/ptxas> … --gpu-name=sm_121a …'", trigger=False),
-            sign(r"Cuda compilation tools, release (?P<nvcc>\d+\.\d+)", "Cuda compilation tools, release",
-                 basis="`nvcc --version`: 'Cuda compilation tools, release 11.0, V11.0.221'", trigger=False),
+            _nvcc_banner(),
             sign(r"/cuda-(?P<nvcc>\d+\.\d+)/bin/nvcc\b", "/bin/nvcc",
                  "nvcc fatal   : Unsupported gpu architecture 'compute_86' error: command '/usr/local/cuda-11.0/bin/nvcc' "
                  "failed with exit code 1", trigger=False),
