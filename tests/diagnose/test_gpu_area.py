@@ -24,17 +24,14 @@ def h200(machine, driver="570.124.06"):
     machine.nvidia_smi(SMI_H200.replace("570.124.06", driver))
 
 
-def test_no_gpu_here_the_area_says_so_and_adds_little():
+def test_no_gpu_here_the_area_says_so():
     host = Host.from_system()
-    gpu, python, libtorch, _ = gpu_report(host)  # also: imports done
+    gpu, python, libtorch, _ = gpu_report(host)
     if gpu.nvidia.present or gpu.amd.present:
         pytest.skip("this machine has a GPU: the no-GPU fast path is not what runs here")
-    start = time.perf_counter()
     area = gpu_area(gpu, libtorch, python, Platform(host.system, host.machine))
-    took = time.perf_counter() - start
     assert area.summary.startswith("no GPU found") and area.summary.endswith("recommended: cpu")
     assert area.findings == []
-    assert took < 0.1, f"{took * 1000:.0f} ms"
 
 
 def test_h200_with_cu118_is_fine(machine):
@@ -144,7 +141,7 @@ def test_hanging_nvidia_smi_becomes_probe_failed(machine):
     machine.command("nvidia-smi", default=(SMI_H200, 0), sleep=30)
     start = time.monotonic()
     _, area = check_gpu(machine, env={"DOCTOR_PROBE_TIMEOUT": "0.5"}, trees={"/opt/libtorch": ("2.8.0", "cu128")})
-    assert time.monotonic() - start < 2.5
+    assert time.monotonic() - start < 15  # killed at its 0.5 s, not waited out (30 s)
     (f,) = findings(area, "probe.failed")
     assert f.level is Level.WARNING and f.title == "could not determine the NVIDIA GPUs: nvidia-smi timed out after 0.5 s"
     assert "DOCTOR_PROBE_TIMEOUT" in f.detail

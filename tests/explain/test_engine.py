@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -73,14 +72,11 @@ def test_a_huge_single_line_is_cut_not_choked_on():
     assert [f.id for f in explain_text("cannot find -ltorch " + "x" * 5_000_000)] == ["link.library-missing"]
 
 
-def test_ten_megabytes_in_well_under_a_second_of_cpu():
+def test_ten_megabytes_of_build_noise_around_one_failure():
     noise = "\n".join(f"[ {i % 100:2d}%] Building CXX object src/CMakeFiles/app.dir/layer{i}.cpp.o" for i in range(2000))
     log = (noise + "\n") * 80 + "\n".join((LOGS / "abi.mismatch--local-gxx-abi0.log").read_text().splitlines()) + "\n"
     assert len(log) > 10_000_000
-    start = time.process_time()
-    found = explain_text(log)
-    assert [f.id for f in found] == ["abi.mismatch"]
-    assert time.process_time() - start < 2.0  # scripts/bench-explain measures it (< 1 s); slack for a busy CI
+    assert [f.id for f in explain_text(log)] == ["abi.mismatch"]  # how fast: scripts/bench-explain
 
 
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)

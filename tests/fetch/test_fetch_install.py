@@ -75,13 +75,11 @@ def test_install_record_marker_lock_and_tree_like_unzip(server, tmp_path):
     assert no_leftovers(tmp_path) == [] and not list(tmp_path.glob(".dest*.part*"))
 
 
-def test_already_installed_does_nothing_fast(server, tmp_path):
+def test_already_installed_does_nothing(server, tmp_path):
     serve(server, tmp_path)
     assert cli(*args(server, tmp_path)).exit_code == 0
     before = len(server.requests)
-    start = time.monotonic()
     r = cli(*args(server, tmp_path))
-    assert time.monotonic() - start < 0.5
     assert r.exit_code == 0
     assert "is already installed (checked against its install record and" in r.stdout
     assert "nothing to do" in r.stdout and "Next:" in r.stdout
