@@ -146,21 +146,18 @@ class Host:
         refused after fstat, so reading it never hangs. With `pipe`, a FIFO the user named (a
         log given as `<(make 2>&1)`) is read to its end as `cat` reads it: waiting for a writer."""
         real = self._fs_path(path)
+        flags = os.O_RDONLY | getattr(os, "O_NOCTTY", 0)
         try:
-            fd = os.open(real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+            # A FIFO the user named is opened blocking from the start, which waits for its writer. Opened
+            # non-blocking first, a writer waiting in open() would write and close while the doctor looked,
+            # and closing that end to reopen it would drop the text and wait for a writer that never comes.
+            fifo = pipe and stat.S_ISFIFO(os.stat(real).st_mode)
+            fd = os.open(real, flags if fifo else flags | getattr(os, "O_NONBLOCK", 0))
         except (OSError, ValueError):  # ValueError: a NUL byte in the path
             return None
         try:
             st = os.fstat(fd)
-            mode = st.st_mode
-            if pipe and stat.S_ISFIFO(mode):
-                # Opened again, blocking: that waits for a writer. Reading the non-blocking end
-                # would find no writer yet (a `mkfifo` log whose build starts later) and stop.
-                os.close(fd)
-                fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOCTTY", 0))
-                if not stat.S_ISFIFO(os.fstat(fd).st_mode):  # replaced meanwhile
-                    return None
-            elif not stat.S_ISREG(mode):
+            if not (stat.S_ISFIFO(st.st_mode) if fifo else stat.S_ISREG(st.st_mode)):  # or replaced meanwhile
                 return None
             # a regular file in one read of its size (a 100 MB log: no 100 chunks joined); a FIFO,
             # or a file that grows meanwhile, in 1 MiB reads after that
