@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from doctor.explain.engine import DENSE_CHUNK, DENSE_LINES, MAX_LINE, NEEDLES, collect, findings, group, normalise, scan, settle
+from doctor.explain.engine import (_LIVE, DENSE_CHUNK, DENSE_LINES, MAX_LINE, NEEDLES, _Ahead, _needle_lines, collect,
+                                   findings, group, normalise, scan, settle)
 from doctor.explain.disambiguate import _CPU_BUILD, _CUDA_BUILD, _PYTHON, build_words, search
 from doctor.explain.normalise import PREFIXES_BYTES, prefix_overlap
 
@@ -77,6 +78,30 @@ def test_collect_reports_exactly_what_every_hit_reports(hits, seed):
     got = collect(data)
     assert sum(m.more for m in got) > 0  # lines were counted, not kept: the dense path ran
     assert report(got, data) == report(group(scan(data)), data)
+
+
+@pytest.mark.parametrize("limit", [1, 3, 4096])
+@pytest.mark.parametrize("slices", [2, 3, 5])
+def test_needles_searched_ahead_are_those_found_reading_chunk_by_chunk(hits, slices, limit):
+    """_Ahead's threads search a large log's later slices (each keeping at most `limit` needles);
+    collect reads the log in chunks of whole lines and must meet the same needles, and make the
+    same lines of them, as a search of each chunk as it comes."""
+    rng = random.Random(10 * slices + limit)
+    lines = [b"[ %2d%%] Building CXX object src/layer%d.cpp.o" % (i % 100, i) for i in range(4000)]
+    for at in rng.sample(range(len(lines)), 150):
+        lines[at] = rng.choice(RUNNER).replace(b"%", b"") + rng.choice(hits)
+    data = normalise(b"\n".join(lines) + b"\n")
+    ahead = _Ahead(data, slices, limit)
+    begin, chunks = 0, 0
+    while begin < len(data):
+        stop = data.find(b"\n", begin + rng.randrange(1, 30_000))
+        stop = len(data) if stop == -1 else stop + 1
+        assert list(ahead.spans(data, begin, stop)) == list(_LIVE.spans(data, begin, stop))
+        begin, chunks = stop, chunks + 1
+    assert chunks > slices
+    whole = list(_needle_lines(data, 0, len(data), 1, {}))
+    assert list(_needle_lines(data, 0, len(data), 1, {}, ahead)) == whole and len(whole) >= 100
+    assert not any(b"\n" in needle for needle in NEEDLES)  # what lets a slice end at any line end
 
 
 @pytest.mark.parametrize("seed", range(3))
