@@ -237,7 +237,7 @@ def _needle_lines(data: bytes, begin: int, stop_at: int, lineno: int, cache: dic
         return at, probe.strip(), found, end, lineno, start
 
     signs_of = _SIGNS_OF
-    for pos, stop in (ahead or _LIVE).spans(data, begin, stop_at):
+    for pos, stop in ahead.spans(data, begin, stop_at) if ahead else _live_spans(data, begin, stop_at):
         if pos >= end:  # a needle on a new line
             if signs:
                 hit = flush()
@@ -258,15 +258,11 @@ def _needle_lines(data: bytes, begin: int, stop_at: int, lineno: int, cache: dic
             yield hit
 
 
-class _Live:
-    """Needles searched as the log is read."""
-
-    @staticmethod
-    def spans(data: bytes, begin: int, stop: int) -> Iterable[tuple[int, int]]:
-        return (m.span() for m in automaton().finditer(data, begin, stop))
+def _live_spans(data: bytes, begin: int, stop: int) -> Iterable[tuple[int, int]]:
+    """Where the needles are in data[begin:stop], searched now."""
+    return (m.span() for m in automaton().finditer(data, begin, stop))
 
 
-_LIVE = _Live()
 AHEAD_MIN = 8 << 20  # a log this large has its later slices searched ahead, by a thread each
 AHEAD_SPANS = 1 << 12  # needles a slice keeps at most: a dense slice is read by _dense, not from these
 
@@ -279,8 +275,8 @@ def _spare_cpus() -> int:
 
 
 class _Ahead:
-    """The needles of a large log's later slices, searched by threads (one a slice, one a spare CPU)
-    while this thread reads the first slice: RE2 releases the GIL, so the pass over the text runs on
+    """The needles of a large log's later slices, each slice searched by a thread of its own (a slice
+    for each spare CPU) while this thread reads the first: RE2 releases the GIL, so the pass over the text runs on
     every CPU (issue 19). Slices end at line ends and no needle holds a newline (a test checks), so a
     slice's matches, as one search from its start finds them, are those that reading chunk by chunk
     would find."""
@@ -306,7 +302,7 @@ class _Ahead:
             if hi <= at or lo >= stop:
                 continue
             if at < lo:  # the first slice: this thread's own
-                yield from _LIVE.spans(data, at, lo)
+                yield from _live_spans(data, at, lo)
                 at = lo
             found, complete = future.result()
             upto = min(stop, hi, complete)
@@ -317,10 +313,10 @@ class _Ahead:
             at = max(at, upto)
             end = min(stop, hi)
             if at < end:  # past what the slice kept
-                yield from _LIVE.spans(data, at, end)
+                yield from _live_spans(data, at, end)
                 at = end
         if at < stop:
-            yield from _LIVE.spans(data, at, stop)
+            yield from _live_spans(data, at, stop)
 
 
 def _search(data: bytes, lo: int, hi: int, limit: int) -> tuple[list[tuple[int, int]], int]:

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from doctor.explain.engine import (_LIVE, DENSE_CHUNK, DENSE_LINES, MAX_LINE, NEEDLES, _Ahead, _needle_lines, collect,
-                                   findings, group, normalise, scan, settle)
+from doctor.explain.engine import (DENSE_CHUNK, DENSE_LINES, MAX_LINE, NEEDLES, _Ahead, _live_spans, _needle_lines,
+                                   collect, findings, group, normalise, scan, settle)
 from doctor.explain.disambiguate import _CPU_BUILD, _CUDA_BUILD, _PYTHON, build_words, search
 from doctor.explain.normalise import PREFIXES_BYTES, prefix_overlap
 
@@ -96,7 +96,7 @@ def test_needles_searched_ahead_are_those_found_reading_chunk_by_chunk(hits, sli
     while begin < len(data):
         stop = data.find(b"\n", begin + rng.randrange(1, 30_000))
         stop = len(data) if stop == -1 else stop + 1
-        assert list(ahead.spans(data, begin, stop)) == list(_LIVE.spans(data, begin, stop))
+        assert list(ahead.spans(data, begin, stop)) == list(_live_spans(data, begin, stop))
         begin, chunks = stop, chunks + 1
     assert chunks > slices
     whole = list(_needle_lines(data, 0, len(data), 1, {}))
