@@ -135,8 +135,8 @@ def nvcc_span(cc: str) -> str:
 
 
 def nvcc_for_arch(cc: str, entry: str | None = None, *, instead: str | None = None) -> str:
-    """An nvcc that cannot build for compute capability `cc`: another toolkit, or other targets.
-    `entry`: the TORCH_CUDA_ARCH_LIST entry that asked for it; `instead`: with the variable unset
+    """An nvcc that cannot build for compute capability `cc` ("that architecture" where the log names
+    none): another toolkit, or other targets. `entry`: the TORCH_CUDA_ARCH_LIST entry that asked for it; `instead`: with the variable unset
     (extensions build for the GPU itself), the newest target this nvcc builds below that GPU."""
     span = nvcc_span(cc)
     toolkit = f"a CUDA toolkit whose nvcc builds for {cc}" + (f" ({span})" if span else "")

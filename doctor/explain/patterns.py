@@ -722,8 +722,7 @@ CUDA_STACK_RULES: tuple[Rule, ...] = (
         "Each CUDA release's nvcc compiles for a range of GPU architectures: a new GPU needs a newer toolkit, and newer "
         "toolkits drop old GPUs. torch.utils.cpp_extension asks for the arches in TORCH_CUDA_ARCH_LIST, or, when it is "
         "unset, for the GPUs it sees; CMake for CMAKE_CUDA_ARCHITECTURES or -gencode flags.",
-        "use a CUDA toolkit whose nvcc builds for that architecture (export CUDA_HOME=/usr/local/cuda-<version> "
-        "PATH=\"$CUDA_HOME/bin:$PATH\"), or drop it from TORCH_CUDA_ARCH_LIST / the -gencode flags",
+        fixes.nvcc_for_arch("that architecture"),
         (
             sign(r"Unsupported gpu architecture '(?P<arch>compute_(?P<code>\d{2,3}[af]?))", "Unsupported gpu architecture",
                  "nvcc fatal: Unsupported gpu architecture 'compute_86' ninja: build stopped: subcommand failed",
