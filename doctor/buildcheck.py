@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import shlex
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from doctor import fixes
 from doctor.host import Host, RunResult
 from doctor.model import Area, Evidence, Finding, Level
+from doctor.record import record
 
 MARK = "torch-doctor build probe:"
 
@@ -49,7 +50,7 @@ COMPILE_TIMEOUT = {"c10": 120.0, "full": 600.0}
 RUN_TIMEOUT = 60.0
 
 
-@dataclass
+@record
 class BuildResult:
     """What the probe did; `area()` is the line `doctor check --build` shows."""
 

@@ -19,8 +19,10 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
+
+from doctor.record import record
 
 DEFAULT_TIMEOUT = 5.0
 KILL_GRACE = 5.0  # seconds a killed command gets to die before it is left behind
@@ -30,7 +32,7 @@ OUTPUT_LIMIT = 1 << 20
 _ROOT = Path("/")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunResult:
     """A command's outcome: exit status, captured output (capped) and why it failed."""
     argv: tuple[str, ...]
@@ -51,7 +53,7 @@ class RunResult:
         return " ".join(self.argv)
 
 
-@dataclass
+@record
 class Host:
     """The machine as the probes see it: environment, files and commands, under one root."""
     env: Mapping[str, str]

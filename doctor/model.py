@@ -9,9 +9,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import PurePath
 from typing import Any
+
+from doctor.record import record
 
 # Bump when a JSON consumer would have to change; documented in docs/json-schema.md.
 SCHEMA_VERSION = 2  # 2: GPU facts carry states, not sentences (docs/json-schema.md)
@@ -31,7 +33,7 @@ class Level(str, enum.Enum):
 _RANK = {Level.OK: 0, Level.INFO: 1, Level.WARNING: 2, Level.ERROR: 3}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Evidence:
     """Where a fact came from: a file read, a command run, an env var, an ELF section."""
 
@@ -44,7 +46,7 @@ class Evidence:
         return f"{text}: {self.excerpt}" if self.excerpt else text
 
 
-@dataclass
+@record
 class Finding:
     """One verdict: what is wrong (or fine), why (evidence), and the fix."""
     id: str  # a stable id from docs/findings/ (shared/reference/diagnoses.md)
@@ -61,7 +63,7 @@ class Finding:
         return f"docs/findings/{self.id}.md"
 
 
-@dataclass
+@record
 class Area:
     """One line of the flutter-style summary: a title, a one-line status, detail lines."""
 
@@ -76,7 +78,7 @@ class Area:
         return worst(f.level for f in self.findings)
 
 
-@dataclass
+@record
 class Report:
     """One command's facts and areas: what every renderer and the JSON envelope show."""
     command: str  # "check", "explain", "smoke", ...

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import PurePath
 
 from doctor.errors import UsageError
 from doctor.findings import FINDINGS
 from doctor.model import Level, Report
+from doctor.record import record
 
 FILES = ("doctor.toml", "pyproject.toml")
 KEYS = ("min-version", "require", "error-on", "ignore")
@@ -32,7 +33,7 @@ _ID = re.compile(r"^[a-z0-9][a-z0-9-]*(\.[a-z0-9][a-z0-9-]*)+$")
 FINDING_IDS = frozenset(FINDINGS)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Policy:
     """A project's doctor policy: requirements, which findings fail, which are ignored."""
     source: str  # "pyproject.toml [tool.doctor]" or "doctor.toml": named in every message
@@ -42,7 +43,7 @@ class Policy:
     min_version: str | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PolicyFile:
     """One candidate policy file as the command layer found it (doctor.check.load_policy reads them)."""
 

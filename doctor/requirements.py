@@ -7,18 +7,18 @@ Grammar: `libtorch<spec>` / `torch<spec>` with a PEP 440 specifier (`libtorch>=2
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from doctor import fixes
 from doctor.catalog.releases import ABIS, PRE_CXX11_LAST, is_variant
 from doctor.errors import UsageError
 from doctor.model import Evidence, Finding, Level
+from doctor.record import record
 
 _VERSIONED = re.compile(r"^\s*(libtorch|torch)\s*([<>=!~].*)$")
 _KEYED = re.compile(r"^\s*(abi|variant)\s*=\s*(\S+)\s*$")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Requirement:
     """One requirement (--require or policy), parsed."""
     text: str

@@ -23,8 +23,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "doctor"
 
 # Lowest first. A module may import its own layer and the ones before it, never a later one.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("doctor", "doctor.model", "doctor.errors", "doctor.quoting", "doctor.bounded", "doctor.formats",
-              "doctor.findings")),
+    ("base", ("doctor", "doctor.record", "doctor.model", "doctor.errors", "doctor.quoting", "doctor.bounded",
+              "doctor.formats", "doctor.findings")),
     ("catalog", ("doctor.catalog",)),
     ("host", ("doctor.host", "doctor.writes", "doctor.address_space")),
     ("probe", ("doctor.probe",)),
@@ -37,10 +37,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 # Parts that decide or write text: facts in, findings/text out, nothing from the world.
-PURE = ("doctor.model", "doctor.quoting", "doctor.formats", "doctor.findings", "doctor.catalog", "doctor.diagnose",
+PURE = ("doctor.record", "doctor.model", "doctor.quoting", "doctor.formats", "doctor.findings", "doctor.catalog", "doctor.diagnose",
         "doctor.policy", "doctor.requirements", "doctor.fixes", "doctor.explain", "doctor.render")
 # What explain may import besides the standard library and third-party packages.
-EXPLAIN_MAY_IMPORT = ("doctor.catalog", "doctor.model", "doctor.fixes", "doctor.quoting", "doctor.formats",
+EXPLAIN_MAY_IMPORT = ("doctor.catalog", "doctor.record", "doctor.model", "doctor.fixes", "doctor.quoting", "doctor.formats",
                       "doctor.findings", "doctor.explain")
 # What a probe must never import (detection never calls policy).
 PROBE_MAY_NOT = ("doctor.diagnose", "doctor.recommend", "doctor.catalog.recommend", "doctor.policy", "doctor.requirements",

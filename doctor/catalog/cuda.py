@@ -10,14 +10,14 @@ release notes, PyTorch's .ci/manywheel/build_cuda.sh) and PyTorch's
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from doctor.formats import version_tuple  # noqa: F401  (re-exported: callers compare versions with it)
+from doctor.record import record
 
 # -- driver floors: the oldest driver that runs any toolkit of a CUDA line --
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DriverFloor:
     """The oldest NVIDIA driver a CUDA line runs on, per platform."""
     first: str  # first CUDA version of the line, "12.0"
@@ -72,7 +72,7 @@ GPU_MAIN_LIBRARY = {"cuda": "libtorch_cuda.so", "rocm": "libtorch_hip.so"}
 # -- GPU architectures per PyTorch CUDA build (compute capabilities) --
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ArchList:
     """The GPU architectures one CUDA variant of a range of torch releases is built for."""
     variant: str  # "cu128"
@@ -112,7 +112,7 @@ ARCH_LISTS: tuple[ArchList, ...] = (
 # -- ROCm: gfx targets per PyTorch ROCm build (no PTX-like forward compatibility) --
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GfxList:
     """The AMD GPU targets (gfx…) the ROCm variants are built for."""
     variants: tuple[str, ...]  # "rocm6.0", ...
@@ -244,7 +244,7 @@ def _assume(row: ArchList, note: str) -> ArchList:
     return ArchList(row.variant, row.first, row.last, row.archs, row.ptx, row.machine, True, note)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Coverage:
     """Whether a build runs on one GPU, and how (its own SASS, a compatible one, PTX JIT)."""
     ok: bool
@@ -281,7 +281,7 @@ def gfx_list(variant: str) -> GfxList | None:
     return None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DriverVerdict:
     """Whether this machine's driver can run a build's CUDA version."""
     status: str  # "ok" | "ptx-jit" | "too-old" | "unknown"

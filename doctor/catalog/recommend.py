@@ -14,7 +14,7 @@ Every step is written into `reasons`, and every variant looked at into `consider
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from typing import Any
 
@@ -28,6 +28,7 @@ from doctor.catalog.cuda import (
     version_tuple,
 )
 from doctor.model import Evidence
+from doctor.record import record
 
 BACKEND_ENV = "DOCTOR_GPU_BACKEND"
 
@@ -62,7 +63,7 @@ def published_variants(version: str, system: str = "Linux", machine: str = "x86_
     return releases.variants(version, platform)
 
 
-@dataclass
+@record
 class Considered:
     """A variant the recommendation weighed, and why it was or was not chosen."""
     variant: str
@@ -70,7 +71,7 @@ class Considered:
     why: str
 
 
-@dataclass
+@record
 class Recommendation:
     """The libtorch variant to install here, with the reasons."""
     variant: str  # "cu130", "rocm7.2", "cpu"
@@ -91,7 +92,7 @@ def validate_backend(value: str, origin: str = BACKEND_ENV) -> str:
     return v
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Backend:
     """An explicit backend the caller read: the value and where it came from."""
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
 from urllib.parse import quote
 
 from doctor.errors import UsageError
 from doctor.formats import version_tuple
+from doctor.record import record
 
 BASE_URL = "https://download.pytorch.org/libtorch"
 PLATFORMS = ("linux-x86_64", "linux-aarch64", "macos-arm64", "macos-x86_64", "windows-x86_64")
@@ -34,7 +34,7 @@ ABIS = ("cxx11", "pre-cxx11")
 ABI_DEFINE = {"cxx11": "1", "pre-cxx11": "0"}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Series:
     """One torch release series: its patch releases and the CUDA/ROCm variants published."""
     series: str  # "2.6"
@@ -90,7 +90,7 @@ class CatalogError(UsageError):
     default_id = "usage.not-in-catalog"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Artifact:
     """One published libtorch archive: what it is and where it is downloaded from."""
     version: str | None  # None for a nightly (known only once unpacked)
@@ -342,7 +342,7 @@ _WIN_RE = re.compile(r"^libtorch-win-shared-with-deps-(?P<debug>debug-)?(?P<v>\d
 _MAC_RE = re.compile(r"^libtorch-macos-(?:(?P<arch>arm64|x86_64)-)?(?P<v>\d+\.\d+\.\d+)\.zip$")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NameFacts:
     """What an official archive's file name says about its contents."""
     version: str

@@ -10,10 +10,11 @@ are in docs/cuda.md; tests/catalog/test_toolkit.py checks every row.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from doctor.record import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HostCompilerLimit:
     """The newest host GCC and Clang one CUDA release accepts."""
     cuda: str  # "12.4": the CUDA release (major.minor)
@@ -67,7 +68,7 @@ def newest_cuda_for(kind: str, major: int) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CudaLibrary:
     """A CUDA library torch loads: its soname, pip package and directory."""
     key: str  # "cudnn"

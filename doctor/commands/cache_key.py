@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 import click
 
 from doctor.catalog.releases import ABIS
+from doctor.record import record
 
 if TYPE_CHECKING:
     from doctor.host import Host
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 KEY_FORMAT = 1
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KeyParts:
     version: str
     variant: str

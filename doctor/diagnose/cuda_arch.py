@@ -4,16 +4,16 @@ compiled for, against the visible GPUs and what the toolkit's nvcc can target. P
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from doctor import fixes
 from doctor.catalog.toolkit import CPP_EXTENSION_ARCHES, NAMED_ARCHES, compute_capability, nvcc_targets
 from doctor.model import Area, Evidence, Finding, Level
+from doctor.record import record
 
 MAX_ENTRIES = 64
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ArchEntry:
     """One entry of TORCH_CUDA_ARCH_LIST, as written and as understood."""
     text: str  # as written: "8.6+PTX", "sm_90a", "Ampere" (expanded)

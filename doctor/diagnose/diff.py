@@ -9,15 +9,15 @@ warnings; machine trivia is info (shown with -v).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from doctor import __version__
 from doctor.errors import UsageError
 from doctor.model import Area, Evidence, Finding, Level, Report
+from doctor.record import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Fact:
     area: str
     label: str  # what it is, as the user reads it: "libtorch ABI"
@@ -178,7 +178,7 @@ def collect(facts: dict) -> dict[tuple[str, str], Fact]:
 # -- comparing --
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Input:
     name: str  # as given on the command line
     data: dict
@@ -288,7 +288,7 @@ def _finding(fact: Fact, va: str, vb: str, a: Input, b: Input) -> Finding:
 # -- comparing N reports (doctor fleet) --
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Spread:
     """One fact whose value differs across N reports: each value with the reports that hold it,
     the most common value first (ties: in the order of the reports)."""

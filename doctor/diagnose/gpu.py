@@ -13,7 +13,7 @@ come from doctor/diagnose/gpu_states.py.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import PurePath
 from typing import Any
 
@@ -38,6 +38,7 @@ from doctor.diagnose.gpu_states import (
     nvidia_unreachable_why,
 )
 from doctor.model import Area, Evidence, Finding, Level
+from doctor.record import record
 
 AREA = "gpu"
 # GpuFacts, LibtorchFacts, LibtorchInstall and PythonTorch (doctor.probe.*) are read by attribute:
@@ -45,7 +46,7 @@ AREA = "gpu"
 GpuFacts = Any
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Platform:
     """The machine the builds are judged for."""
 
@@ -53,7 +54,7 @@ class Platform:
     machine: str  # "x86_64", "aarch64", "arm64"
 
 
-@dataclass
+@record
 class Build:
     """One torch build to judge: a libtorch tree, the Python torch, or both when they are one tree."""
 

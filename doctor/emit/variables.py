@@ -8,15 +8,15 @@ of the list (what the environment is after sourcing), which the shell tests comp
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import PurePosixPath, PureWindowsPath
 
 from doctor.catalog.platforms import loader_variable, separator
 from doctor.catalog.releases import ABI_DEFINE
 from doctor.quoting import list_element
+from doctor.record import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Var:
     """One environment variable.
 

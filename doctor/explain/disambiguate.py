@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+
+from doctor.record import record
 
 PAIR = ("link.as-needed", "cuda.not-compiled")
 # Log words that name the build. Bounded, literal-led patterns: one pass over the log, run
@@ -96,7 +97,7 @@ def ambiguous(lines: list[str]) -> bool:
     return not any(_SURELY_CPU.search(line) for line in lines)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Decision:
     id: str  # the id the finding gets
     evidence: str  # which fact chose it, in words
@@ -166,7 +167,7 @@ def decide_torch_c(hits) -> Decision | None:
     return Decision("python.torch-shadowed", f"the torch Python imported is not in a site-packages folder ({package})")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LookAlikes:
     """Two ids whose lines are the same words, and how to choose between them."""
     ids: tuple[str, str]  # in the table's order: the first folds the second

@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from bisect import bisect_left, bisect_right
 from itertools import accumulate, compress, count, repeat
 from operator import add, attrgetter, getitem
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from doctor.explain.advisors import advise
 from doctor.explain.normalise import (DIGITS_ALIKE, PREFIXES_BYTES, STAMP_BYTES, clean_line, prefix_overlap,
@@ -40,6 +40,7 @@ from doctor.explain.normalise import (DIGITS_ALIKE, PREFIXES_BYTES, STAMP_BYTES,
 from doctor.explain.patterns import ORDER, RULES, TABLE, Rule, Sign
 from doctor.formats import clip
 from doctor.model import Evidence, Finding, Level
+from doctor.record import record
 
 MAX_LINE = 4000  # a line longer than this (bytes) is cut before regexes see it
 SHOWN = 5  # proving lines shown per finding; the rest are counted
@@ -117,7 +118,7 @@ class Hit:
             other.rule, other.lineno, other.line, other.groups, other.trigger)
 
 
-@dataclass
+@record
 class Match:
     """Everything the log says about one diagnosis id."""
 

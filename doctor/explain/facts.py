@@ -8,15 +8,16 @@ log names exist (`lookups`), and hands the answers in. What is not here, explain
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from doctor.model import Evidence
+from doctor.record import record
 
 # The only variables explain reads (the command layer passes these, not the whole environment).
 ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LibtorchFacts:
     """The active libtorch as the probes found it."""
 
@@ -33,7 +34,7 @@ class LibtorchFacts:
     elf_machine: str | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MachineFacts:
     """What explain knows about this machine; every field may be missing."""
 
@@ -54,7 +55,7 @@ class MachineFacts:
         return path in self.looked and path not in self.present
 
 
-@dataclass
+@record
 class Advice:
     title: str
     detail: list[str]

@@ -15,13 +15,13 @@ every -ltorch "not found"; a duplicate LC_RPATH also makes dyld "not load" the l
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import cached_property
 
 from doctor import fixes
+from doctor.record import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Sign:
     pattern: str
     needles: tuple[str, ...]
@@ -36,7 +36,7 @@ class Sign:
         return re.compile(self.pattern)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Rule:
     id: str
     title: str  # generic title; doctor/explain/advice.py makes it concrete

@@ -20,16 +20,16 @@ from __future__ import annotations
 import os
 import zipfile
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from doctor.errors import DoctorError
 from doctor.fetch.extract import Extracted, Layout, _reader, current_umask, entry_parts, plan_entries
 from doctor.fetch.stream import Streamed, StreamUnzip
 from doctor.fetch.stream_thread import ThreadedUnzip
+from doctor.record import record
 
 
-@dataclass
+@record
 class Adopted:
     root: Path  # the finished tree: the staging folder, or its top folder when that is stripped
     extracted: Extracted

@@ -31,7 +31,6 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
@@ -40,6 +39,7 @@ from doctor import __version__
 from doctor.formats import human_bytes
 from doctor.errors import DoctorError
 from doctor.fetch.names import redact_url
+from doctor.record import record
 
 CHUNK = 1 << 20  # reading a partial file back
 NET_CHUNK = 256 << 10  # one network read; what a dropped connection can cost at most
@@ -47,7 +47,7 @@ RETRY_STATUS = {408, 429, 500, 502, 503, 504}
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
 
-@dataclass
+@record
 class Downloaded:
     path: Path
     sha256: str
@@ -80,7 +80,7 @@ class _Retry(Exception):
 MAX_REDIRECTS = 10
 
 
-@dataclass
+@record
 class _Attempt:
     """What one request needs and what it learned: the state shared by the steps below."""
 

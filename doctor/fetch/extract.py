@@ -24,11 +24,11 @@ import struct
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from doctor.errors import DoctorError
 from doctor.nar import NarWriter, sri
+from doctor.record import record
 
 CHUNK = 1 << 20
 
@@ -76,7 +76,7 @@ def _text_answer(path) -> str | None:
     return None
 
 
-@dataclass
+@record
 class Entry:
     path: tuple[bytes, ...]  # inside the tree, after stripping the top folder
     kind: str  # "file" | "dir" | "symlink"
@@ -93,7 +93,7 @@ class Entry:
         return len(self.data) if self.data is not None else (self.info.file_size if self.info else 0)
 
 
-@dataclass
+@record
 class Layout:
     entries: list[Entry]  # in NAR order (paths sorted as tuples of bytes)
     root_perms: int | None  # the stripped top folder's own mode, when the zip names it
@@ -101,7 +101,7 @@ class Layout:
     total_size: int = 0
 
 
-@dataclass
+@record
 class Extracted:
     nar_hash: str  # SRI sha256 of the tree as unpacked
     files: int

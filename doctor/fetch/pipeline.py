@@ -19,7 +19,6 @@ import errno
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from doctor import writes
@@ -29,9 +28,10 @@ from doctor.fetch.names import redact_url, safe_component
 from doctor.fetch.plan import Plan
 from doctor.fetch.record import MARKER, NOT_HASHED, RECORD, InstallRecord, load_record
 from doctor.host import Host
+from doctor.record import record
 
 
-@dataclass
+@record
 class FetchOptions:
     force: bool = False  # fetch and replace even when installed
     verify_tree: bool = False  # re-hash an installed tree instead of trusting its record
@@ -43,7 +43,7 @@ class FetchOptions:
     timeout: float = 60.0
 
 
-@dataclass
+@record
 class Outcome:
     action: str  # "installed" | "already-installed" | "verified"
     dest: Path

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -21,12 +21,13 @@ from doctor.formats import clip
 from doctor.host import Host
 from doctor.probe.hasktorch_cache import libtorch_home, tree_path
 from doctor.quoting import sh_paste
+from doctor.record import record
 
 MIRROR_ENV = "DOCTOR_LIBTORCH_MIRROR"
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
-@dataclass
+@record
 class FetchRequest:
     """What the user asked for; None/"auto" mean "work it out"."""
 
@@ -50,7 +51,7 @@ class FetchRequest:
     use_mirror: bool = True  # False for `cache-key`: a key names the file, it downloads nothing
 
 
-@dataclass
+@record
 class Plan:
     version: str | None  # "2.13.0"; None for a nightly until it is unpacked
     variant: str

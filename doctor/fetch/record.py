@@ -15,11 +15,12 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 from typing import Any
 
 from doctor.errors import DoctorError
+from doctor.record import record
 
 RECORD = "torch-doctor.json"
 MARKER = ".ok"  # Hasktorch's "this cache entry is complete" marker
@@ -35,7 +36,7 @@ class BadRecord(ValueError):
     """A record that is not one fetch-libtorch wrote (wrong types, missing fields)."""
 
 
-@dataclass
+@record
 class InstallRecord:
     version: str | None
     variant: str

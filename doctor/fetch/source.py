@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from doctor.fetch.fsops import ensure_space, file_size, os_error, sha256_file
 from doctor.fetch.names import redact_url
 from doctor.fetch.plan import Plan
 from doctor.host import Host
+from doctor.record import record
 
 # Room for the unpacked tree while the archive is still on disk: libtorch zips unpack to
 # 2-4× their size. The exact figure is checked again before unpacking.
 UNPACK_FACTOR = 3
 
 
-@dataclass
+@record
 class Archive:
     path: Path
     sha256: str

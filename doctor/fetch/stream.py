@@ -36,12 +36,12 @@ import struct
 import zipfile
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from doctor.errors import DoctorError
 from doctor.fetch.extract import check_reserved, entry_parts
 from doctor.fetch.stream_offload import BIG, Job, Offload
+from doctor.record import record
 
 LOCAL_SIG = b"PK\x03\x04"
 # What may follow the last entry: the central directory, the zip64 end records, the archive
@@ -61,7 +61,7 @@ _DESCRIPTOR_MAX = 4 + 4 + 16  # signature, CRC-32, two zip64 sizes
 STORED, DEFLATED = zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Streamed:
     """One entry as its local header and data said: what adopt.py compares with the central
     directory."""

@@ -17,14 +17,15 @@ import collections
 import os
 import threading
 import zlib
-from dataclasses import dataclass
+
+from doctor.record import record
 
 BIG = 4 << 20  # compressed bytes from which an entry is inflated here
 CHUNK = 1 << 20  # one read of the partial file; also the most one inflate call produces
 _WAIT = 0.05  # seconds between looks at the file when the stream says more has arrived than it holds
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Job:
     """A large entry: its file (created, empty, owned by the job from now on) and where its data lies."""
 

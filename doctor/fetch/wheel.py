@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import re
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from doctor.errors import DoctorError
 from doctor.host import Host
 from doctor.probe.python_torch import variant_from
 from doctor.probe.versions import parse_torch_config_cmake, parse_version_py, split_local
+from doctor.record import record
 
 TREE_DIRS = ("lib", "include", "share")
 PIP_TIMEOUT = 3600.0  # CUDA wheels are gigabytes
@@ -34,7 +34,7 @@ PLATFORM_TAGS = {
 }
 
 
-@dataclass
+@record
 class WheelFacts:
     version: str  # "2.13.0+cpu" as in torch/version.py
     base_version: str

@@ -8,18 +8,19 @@ say 10.16 (an old SDK's compatibility answer), so the version comes from `sw_ver
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from doctor.catalog.cuda import MPS_MIN_MACOS, compare_versions
 from doctor.host import Host
 from doctor.model import Evidence
 from doctor.probe.devices import ProbeProblem, why_failed
+from doctor.record import record
 
 # Raw states that keep MPS out of reach (AppleFacts.mps_blockers).
 MPS_BLOCKERS: tuple[str, ...] = ("not-apple-silicon", "silicon-unknown", "rosetta", "macos-too-old")
 
 
-@dataclass
+@record
 class AppleFacts:
     """The Mac as torch sees it: Apple silicon or Intel, Rosetta, the macOS version, MPS."""
     machine: str  # what this Python reports: "arm64" or "x86_64"

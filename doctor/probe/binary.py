@@ -9,7 +9,7 @@ set defines.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import PurePath
 
 from doctor.errors import reraise_out_of_resources
@@ -17,13 +17,14 @@ from doctor.host import Host
 from doctor.model import Evidence
 from doctor.probe.elf import CXX11_STRING, OLD_STRING, TORCH_NAMESPACES, abi_from_counts, read_elf
 from doctor.probe.loader import Resolution, resolve_needed
+from doctor.record import record
 
 MAX_LOAD_SET = 96  # a libtorch program loads ~30 objects; bound hostile or looping trees
 TORCH_LIBS = ("libc10.so", "libtorch.so", "libtorch_cpu.so", "libtorch_cuda.so", "libc10_cuda.so",
               "libtorch_hip.so", "libtorch_python.so")
 
 
-@dataclass
+@record
 class BinaryFacts:
     """A built program or library as the loader would treat it: NEEDED, ABI, symbols."""
     path: str

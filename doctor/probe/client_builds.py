@@ -8,10 +8,10 @@ it is a problem.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import PurePath
 
 from doctor.host import Host
+from doctor.record import record
 
 SEARCH = re.compile(r"^cargo::?rustc-link-search=(?:native=)?(.+)$", re.M)
 CUDA = re.compile(r"^cargo::?rustc-link-lib=(?:[a-z:+,-]*=)?torch_cuda$", re.M)
@@ -21,7 +21,7 @@ MAX_OUTPUTS = 200
 CABAL_LIB_DIR = re.compile(rb"(/[\x20-\x7e]{1,4000}?/lib)(?=[\x00-\x1f])")
 
 
-@dataclass
+@record
 class StaleBuild:
     """A build folder (target/, dist-newstyle/, .stack-work/) linked against another libtorch than today's."""
     tool: str  # "cargo", "cabal", "stack"

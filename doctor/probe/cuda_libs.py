@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import PurePath
 
 from doctor.catalog.toolkit import CUDA_LIBRARIES, cuda_library_for_soname, cuda_library_for_symbol, split_cuda_package
@@ -23,11 +23,12 @@ from doctor.host import Host
 from doctor.model import Evidence
 from doctor.probe.binary import read_symbols
 from doctor.probe.loader import dirs_holding, resolve_needed
+from doctor.record import record
 
 MAX_LIBS = 48
 
 
-@dataclass
+@record
 class PipPackage:
     """An nvidia-* wheel installed in the environment."""
     name: str  # "nvidia-nccl-cu12"
@@ -38,7 +39,7 @@ class PipPackage:
     evidence: list[Evidence] = field(default_factory=list)
 
 
-@dataclass
+@record
 class Expectation:
     """A pin on an nvidia-* package in torch's own metadata."""
     package: str  # "nvidia-nccl"
@@ -47,7 +48,7 @@ class Expectation:
     evidence: list[Evidence] = field(default_factory=list)
 
 
-@dataclass
+@record
 class CudaLib:
     """A CUDA library (cuDNN, NCCL, cuBLAS, …) as the loader resolves it for torch."""
     key: str  # "nccl"
@@ -63,7 +64,7 @@ class CudaLib:
     evidence: list[Evidence] = field(default_factory=list)
 
 
-@dataclass
+@record
 class CudaLibsFacts:
     """The CUDA libraries torch would load here, their copies and versions."""
     lib_dir: str | None

@@ -14,17 +14,18 @@ import json
 import re
 import shlex
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import PurePath
 
 from doctor.host import Host
 from doctor.model import Evidence
+from doctor.record import record
 
 NVCC_RELEASE = re.compile(r"release (\d+[.]\d+)")  # cpp_extension._check_cuda_version's own regex
 NVCC_FULL = re.compile(r"release \d+\.\d+, V(\d+\.\d+\.\d+)")
 
 
-@dataclass
+@record
 class ToolkitCandidate:
     """One CUDA toolkit found on the machine (CUDA_HOME, PATH, /usr/local/cuda, conda, pip)."""
     origin: str  # "CUDA_HOME", "CUDA_PATH", "nvcc on PATH", "/usr/local/cuda", "conda", "pip"
@@ -38,7 +39,7 @@ class ToolkitCandidate:
     evidence: list[Evidence] = field(default_factory=list)
 
 
-@dataclass
+@record
 class HostCompiler:
     """The compiler nvcc would call, and where that choice came from."""
     chosen_by: str  # "-ccbin in NVCC_PREPEND_FLAGS", "CUDAHOSTCXX", "NVCC_CCBIN", "CC", "gcc on PATH"
@@ -48,7 +49,7 @@ class HostCompiler:
     evidence: list[Evidence] = field(default_factory=list)
 
 
-@dataclass
+@record
 class CudaToolkitFacts:
     """The CUDA toolkits found, the one a build would use, and nvcc's host compiler."""
     cuda_home: str | None  # what cpp_extension would use

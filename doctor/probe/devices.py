@@ -4,11 +4,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import PurePath
 
 from doctor.host import Host, RunResult
 from doctor.model import Evidence
+from doctor.record import record
 
 PCI_ROOT = "/sys/bus/pci/devices"
 VENDORS = {"0x10de": "nvidia", "0x1002": "amd", "0x8086": "intel"}
@@ -17,7 +18,7 @@ GPU_CLASSES = ("0x03", "0x12")
 DEFAULT_TIMEOUT = 5.0
 
 
-@dataclass
+@record
 class PciDevice:
     """A display or accelerator device as sysfs lists it, driver or not."""
     address: str  # "0000:19:00.0"
@@ -33,7 +34,7 @@ class PciDevice:
         return f"{self.address} [{self.vendor_id[2:]}:{self.device_id[2:]}] class {self.pci_class}, {bound}"
 
 
-@dataclass
+@record
 class ProbeProblem:
     """A probe that could not finish: reported as a `probe.failed` warning, never a crash."""
 

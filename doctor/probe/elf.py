@@ -11,7 +11,9 @@ import os
 import re
 import struct
 import sys
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from doctor.record import record
 
 # Defined dynamic symbols in these namespaces decide the ABI; other namespaces (fmt, std
 # helpers) carry __cxx11 symbols even in old-ABI builds.
@@ -68,7 +70,7 @@ def identity(data: bytes) -> tuple[int, str] | None:
 MACHINES = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64", "EM_386": "i386", "EM_ARM": "arm", "EM_PPC64": "ppc64le"}
 
 
-@dataclass
+@record
 class ElfInfo:
     """The dynamic-section facts of one ELF file: NEEDED, RUNPATH, RPATH, versions."""
     path: str

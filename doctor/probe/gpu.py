@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import PurePath
 from typing import Any
 
@@ -26,9 +26,10 @@ from doctor.probe.devices import PciDevice, ProbeProblem, probe_timeout, scan_pc
 from doctor.probe.loader import Resolution
 from doctor.probe.nvidia import NvidiaFacts, detect_nvidia
 from doctor.probe.rocm import RocmFacts, build_gfx_targets, detect_rocm
+from doctor.record import record
 
 
-@dataclass
+@record
 class XpuFacts:
     """Intel GPUs: reported, never judged (torch has an `xpu` wheel; libtorch zips have none)."""
 
@@ -37,7 +38,7 @@ class XpuFacts:
     evidence: list[Evidence] = field(default_factory=list)
 
 
-@dataclass
+@record
 class BuildGpuLibraries:
     """One torch build's GPU libraries as the disk shows them (diagnose judges them)."""
 
@@ -49,7 +50,7 @@ class BuildGpuLibraries:
     gfx_evidence: Evidence | None = None
 
 
-@dataclass
+@record
 class GpuFacts:
     """The GPUs of every vendor found here, the torch builds, and the recommendation."""
     nvidia: NvidiaFacts

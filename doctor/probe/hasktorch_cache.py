@@ -16,10 +16,10 @@ fetch-libtorch installs), so both agree on every path.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path, PurePath
 
 from doctor.host import Host
+from doctor.record import record
 
 MARKER = ".ok"
 PLATFORMS = ("linux-x86_64", "linux-aarch64", "macos-arm64", "macos-x86_64")
@@ -60,7 +60,7 @@ def tree_path(home: PurePath, version: str, platform: str, flavour: str) -> Pure
     return PurePath(home) / version / platform / flavour
 
 
-@dataclass
+@record
 class HasktorchRequest:
     """What a Hasktorch build on this machine would look for, and why."""
 

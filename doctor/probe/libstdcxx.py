@@ -7,7 +7,7 @@ for a conda interpreter, the environment's lib/ (its python carries RPATH $ORIGI
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import PurePath
 
 from doctor.errors import reraise_out_of_resources
@@ -16,11 +16,12 @@ from doctor.model import Evidence
 from doctor.probe.binary import read_version_definitions
 from doctor.probe.elf import read_elf
 from doctor.probe.loader import resolve_needed
+from doctor.record import record
 
 LIBS = ("libtorch_cpu.so", "libc10.so")
 
 
-@dataclass
+@record
 class LibstdcxxFacts:
     """The libstdc++ the loader gives libtorch, and the GLIBCXX versions it defines."""
     path: str | None  # what the loader gives libtorch

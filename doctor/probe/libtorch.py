@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path, PurePath
 
 from doctor.errors import reraise_out_of_resources
@@ -28,6 +28,7 @@ from doctor.probe.versions import (
     pep440_release,
     split_local,
 )
+from doctor.record import record
 
 VERSION_FILES = {
     "build-version": "build-version",
@@ -59,7 +60,7 @@ PRECEDENCE = [
 ORIGIN_RANK = {name: i for i, (name, _) in enumerate(PRECEDENCE)}
 
 
-@dataclass
+@record
 class VersionSource:
     """Where a libtorch version was read from (build-version, version.py, …)."""
     file: str  # which version file
@@ -67,7 +68,7 @@ class VersionSource:
     version: str
 
 
-@dataclass
+@record
 class LibtorchInstall:
     """One libtorch tree: version, variant, ABI, paths and the evidence for each."""
     root: str
@@ -106,7 +107,7 @@ class LibtorchInstall:
         return f"{version}+{self.variant}" if self.variant else version
 
 
-@dataclass
+@record
 class LibtorchFacts:
     """Every libtorch tree found, and the one a build would use."""
     candidates: list[LibtorchInstall]

@@ -4,7 +4,7 @@ and do their own NEEDED entries resolve (RUNPATH/RPATH, LD_LIBRARY_PATH, ld.so.c
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import PurePath
 
 from doctor.catalog.platforms import loader_variable, separator
@@ -13,6 +13,7 @@ from doctor.host import Host
 from doctor.model import Evidence
 from doctor.probe.elf import read_elf
 from doctor.probe.ldcache import parse_ld_so_cache
+from doctor.record import record
 
 DEFAULT_DIRS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64")
 MULTIARCH = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
@@ -20,7 +21,7 @@ MULTIARCH = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
 MAIN_LIBRARIES = ("libc10.so", "libtorch.so", "libtorch_cpu.so", "libtorch_cuda.so", "libc10_cuda.so", "libtorch_hip.so")
 
 
-@dataclass
+@record
 class Resolution:
     """Where the loader finds one library, and through which rule."""
     name: str
@@ -28,7 +29,7 @@ class Resolution:
     via: str  # "RUNPATH", "RPATH", "LD_LIBRARY_PATH", "ld.so.cache", "default dirs", "" (nowhere)
 
 
-@dataclass
+@record
 class LibraryView:
     """One libtorch library seen by the loader: for a program, and its own NEEDED."""
     library: str  # a libtorch library, e.g. libc10.so
@@ -36,7 +37,7 @@ class LibraryView:
     needed: list[Resolution] = field(default_factory=list)  # its own NEEDED entries
 
 
-@dataclass
+@record
 class LoaderFacts:
     """The loader's view of the active libtorch: search path and resolutions."""
     variable: str  # LD_LIBRARY_PATH or DYLD_LIBRARY_PATH or PATH

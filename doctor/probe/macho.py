@@ -12,9 +12,10 @@ A macOS libtorch links libc++ (`/usr/lib/libc++.1.dylib`), not libstdc++: there 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from doctor.errors import reraise_out_of_resources
+from doctor.record import record
 
 # Mach-O magic numbers (as read big-endian from the first 4 bytes).
 FAT = {0xCAFEBABE: 8, 0xCAFEBABF: 16}  # fat header; entry size of 32- and 64-bit fat_arch is 20/32
@@ -30,14 +31,14 @@ class MachOProblem(ValueError):
     """Not a Mach-O file, or one that cannot be read."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DylibRef:
     name: str  # "@rpath/libc10.dylib", "/usr/lib/libc++.1.dylib"
     weak: bool = False  # LC_LOAD_WEAK_DYLIB: a missing one is not fatal
     kind: str = "load"  # "load" | "weak" | "reexport" | "lazy" | "upward"
 
 
-@dataclass
+@record
 class MachOSlice:
     arch: str  # "arm64", "x86_64", ...
     filetype: str  # "dylib", "executable", "bundle"
@@ -58,7 +59,7 @@ class MachOSlice:
         return None
 
 
-@dataclass
+@record
 class MachOInfo:
     path: str
     fat: bool

@@ -13,7 +13,7 @@ import json
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import PurePath
 
 from doctor.catalog.cuda import DRIVER_LIBRARIES, NVML_LIBRARIES, parse_cuda_version
@@ -21,6 +21,7 @@ from doctor.formats import excerpt
 from doctor.host import Host, RunResult
 from doctor.model import Evidence
 from doctor.probe.devices import PciDevice, ProbeProblem, why_failed
+from doctor.record import record
 
 SMI_FIELDS = ("index", "name", "driver_version", "memory.total", "compute_cap")
 SMI_FIELDS_OLD = SMI_FIELDS[:-1]  # drivers before ~510 reject compute_cap
@@ -85,7 +86,7 @@ SMI_NO_DEVICES = "No devices were found"
 SMI_NO_PERMISSION = "Insufficient Permissions"
 
 
-@dataclass
+@record
 class NvidiaGpu:
     """One NVIDIA GPU as the driver reports it."""
     index: int  # nvidia-smi's index (PCI bus order)
@@ -102,7 +103,7 @@ class NvidiaGpu:
         return f"GPU {self.index}: {self.name}{cc}"
 
 
-@dataclass
+@record
 class NvidiaFacts:
     """The NVIDIA driver, its CUDA version and GPUs, and how they were found."""
     present: bool = False  # any sign of NVIDIA hardware or of its driver
@@ -205,7 +206,7 @@ def cuda_error(rc: int) -> str:
     return f"{name} ({rc})" if name and rc else (name or f"CUDA error {rc}")
 
 
-@dataclass
+@record
 class ChildReport:
     """What the driver library (libcuda, NVML) answered in a child process, which may hang or crash."""
     library: str | None = None
@@ -253,7 +254,7 @@ def parse_child_output(text: str) -> ChildReport:
     return report
 
 
-@dataclass
+@record
 class Visibility:
     """Which GPUs CUDA_VISIBLE_DEVICES leaves to torch."""
     indices: list[int] | None  # visible nvidia-smi indices; None when it cannot be worked out (UUIDs)

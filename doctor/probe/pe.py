@@ -12,7 +12,9 @@ only on machines with Visual Studio), api-ms-win-crt-* (the Universal CRT, part 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from doctor.record import record
 
 MACHINES = {0x8664: "x86_64", 0xAA64: "arm64", 0x14C: "x86", 0x1C4: "arm"}
 MAX_SIZE = 4 << 30  # torch_cuda.dll is ~1 GB; anything far above is not a DLL we should map
@@ -26,7 +28,7 @@ class PEProblem(ValueError):
     """Not a PE file, or one that cannot be read."""
 
 
-@dataclass
+@record
 class PEInfo:
     """One Windows PE file: machine, DLL or not, its imports and delay-load imports."""
     path: str

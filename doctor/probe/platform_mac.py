@@ -15,17 +15,18 @@ started by make): a DYLD_LIBRARY_PATH set in a shell does not reach them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import PurePosixPath
 
 from doctor.host import Host
 from doctor.probe.macho import MachOInfo, MachOProblem, read_macho
+from doctor.record import record
 
 SYSTEM_PREFIXES = ("/usr/lib/", "/System/Library/")
 MAX_IMAGES = 64  # libtorch's graph holds 4-6 of its own dylibs
 
 
-@dataclass
+@record
 class DyldResolution:
     image: str  # the library that needs it (leaf name)
     name: str  # the install name as written: "@rpath/libc10.dylib"
@@ -35,7 +36,7 @@ class DyldResolution:
     tried: list[str] = field(default_factory=list)
 
 
-@dataclass
+@record
 class MacTreeFacts:
     lib_dir: str
     images: dict[str, MachOInfo] = field(default_factory=dict)  # leaf name -> parsed file
@@ -152,7 +153,7 @@ APPLE_CLANG = re.compile(r"^Apple (?:clang|LLVM) version (\d+(?:\.\d+)*)(?: \((c
 TARGET = re.compile(r"^Target: (\S+)", re.M)
 
 
-@dataclass
+@record
 class MacTools:
     cpu: str | None = None  # "Apple M1"
     sdk_version: str | None = None  # xcrun --show-sdk-version

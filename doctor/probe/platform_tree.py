@@ -5,10 +5,10 @@ or Windows."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import PurePath
 
 from doctor.host import Host
+from doctor.record import record
 
 MARKERS = {"macos": ("libc10.dylib", "libtorch.dylib"), "windows": ("c10.dll", "torch.dll"), "linux": ("libc10.so", "libtorch.so")}
 
@@ -25,7 +25,7 @@ def tree_system(host: Host, lib_dir: str) -> str | None:
     return None
 
 
-@dataclass
+@record
 class PlatformTreeFacts:
     """A macOS or Windows libtorch tree, read from its Mach-O / PE files."""
     system: str  # the tree's platform: "Darwin" | "Windows"

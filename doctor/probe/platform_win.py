@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import PurePosixPath, PureWindowsPath
 
 from doctor.host import Host
 from doctor.probe.pe import PEInfo, PEProblem, read_pe
+from doctor.record import record
 
 # DLLs that ship with Windows (System32) or as the Universal CRT: never in a libtorch folder.
 SYSTEM_DLLS = ("kernel32.dll", "advapi32.dll", "user32.dll", "ws2_32.dll", "dbghelp.dll", "psapi.dll", "iphlpapi.dll",
@@ -52,7 +53,7 @@ def _join(folder: str, name: str) -> str:
     return str(PureWindowsPath(folder) / name) if PureWindowsPath(folder).drive or "\\" in folder else str(PurePosixPath(folder) / name)
 
 
-@dataclass
+@record
 class DllResolution:
     """Where Windows would find one DLL, and through which rule."""
     image: str  # the DLL that imports it
@@ -62,7 +63,7 @@ class DllResolution:
     delay: bool = False
 
 
-@dataclass
+@record
 class WinTreeFacts:
     """A Windows libtorch tree: its DLLs and how they resolve."""
     lib_dir: str
@@ -154,7 +155,7 @@ CL_BANNER = re.compile(r"Microsoft \(R\) C/C\+\+ Optimizing Compiler Version (\d
 VSWHERE = r"C:\Program Files (x86)\Microsoft Visual Studio\Installer\vswhere.exe"
 
 
-@dataclass
+@record
 class WinTools:
     """The Windows build tools found: Visual Studio instances and cl.exe."""
     visual_studio: list[dict] = field(default_factory=list)  # {"name", "version", "path"} per instance

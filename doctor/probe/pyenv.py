@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import PurePath
 
 from doctor.errors import DoctorError, UsageError
 from doctor.host import Host
 from doctor.model import Evidence
+from doctor.record import record
 
 SCRIPT = (
     "import importlib.machinery, json, os, platform, sys; print(json.dumps({'version': platform.python_version(), "
@@ -42,7 +43,7 @@ MAX_PATH = 4096
 MAX_OUTPUT = 1 << 20
 
 
-@dataclass
+@record
 class Package:
     """An installed torch-family distribution."""
     name: str
@@ -51,7 +52,7 @@ class Package:
     location: str
 
 
-@dataclass
+@record
 class PyEnvFacts:
     """The Python environment as torch's collect_env reports it, read without importing torch."""
     python: str  # the interpreter inspected

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import re
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import PurePath
 
 from doctor.host import Host
 from doctor.model import Evidence
 from doctor.probe.versions import parse_version_py, pep440_release, split_local
+from doctor.record import record
 
 
-@dataclass
+@record
 class PythonTorch:
     """The torch of the Python environment, read from its files."""
     location: str  # .../site-packages/torch

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import PurePath
 
 from doctor.host import Host
 from doctor.model import Evidence
 from doctor.probe.devices import PciDevice, ProbeProblem, why_failed
+from doctor.record import record
 
 TOPOLOGY = "/sys/class/kfd/kfd/topology/nodes"
 KFD = "/dev/kfd"
@@ -28,7 +29,7 @@ UNUSABLE_STATES: tuple[str, ...] = (
 )
 
 
-@dataclass
+@record
 class AmdGpu:
     """One AMD GPU as ROCm reports it."""
     node: int  # KFD topology node
@@ -43,7 +44,7 @@ class AmdGpu:
         return f"node {self.node}: {self.gfx}" + (f" (device 0x{self.device_id:04x})" if self.device_id else "")
 
 
-@dataclass
+@record
 class RocmFacts:
     """The ROCm stack and AMD GPUs, and how they were found."""
     present: bool = False

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from doctor.host import Host
 from doctor.model import Evidence
 from doctor.probe.versions import parse_os_release
+from doctor.record import record
 
 SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile", "neon", "asimd", "sve")
 
 
-@dataclass
+@record
 class SystemFacts:
     """The operating system, libc, CPU and memory."""
     os: str  # "Linux", "Darwin", "Windows"
@@ -35,7 +36,7 @@ class SystemFacts:
     libc: str | None = None  # "glibc", "musl" (Linux); None elsewhere or when neither answered
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CpuInfo:
     """The CPU's model and the instruction sets torch's kernels use."""
     model: str

@@ -21,12 +21,13 @@ This module reads files only (never runs Python): for step 1 it uses the python_
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import PurePath
 
 from doctor.host import Host
 from doctor.model import Evidence
 from doctor.probe.python_torch import PythonTorch
+from doctor.record import record
 
 TCH_VARIABLES = (
     "LIBTORCH", "LIBTORCH_INCLUDE", "LIBTORCH_LIB", "LIBTORCH_USE_PYTORCH", "LIBTORCH_STATIC",
@@ -34,7 +35,7 @@ TCH_VARIABLES = (
 )
 
 
-@dataclass
+@record
 class CrateLock:
     """tch / torch-sys as Cargo.lock pins them."""
 
@@ -43,7 +44,7 @@ class CrateLock:
     torch_sys: str | None
 
 
-@dataclass
+@record
 class TchResolution:
     """The libtorch tch-rs would link here, and which rule of its build.rs chose it."""
     mode: str  # "pytorch" | "LIBTORCH" | "system" | "download" | "none"

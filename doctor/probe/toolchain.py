@@ -5,16 +5,17 @@ from __future__ import annotations
 import re
 import shlex
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from doctor.host import Host
 from doctor.model import Evidence
+from doctor.record import record
 
 STANDARDS = (26, 23, 20, 17, 14)  # probed newest first; the first accepted wins
 FIRST_STANDARDS = 2  # probed at once with --version: a current compiler accepts one of them
 
 
-@dataclass
+@record
 class Compiler:
     """One C++ compiler: version and the newest -std it accepts."""
     name: str  # "g++", "clang++", or $CXX
@@ -25,7 +26,7 @@ class Compiler:
     problem: str | None = None  # "did not answer in 5 s", "exit status 1": why version/max_std are unknown
 
 
-@dataclass
+@record
 class Tool:
     """A build tool (cmake, nvcc) and its version."""
     name: str
@@ -35,7 +36,7 @@ class Tool:
     problem: str | None = None  # found on PATH but no version: why
 
 
-@dataclass
+@record
 class ToolchainFacts:
     """Compilers, build tools and the ABI/-std flags set in the environment."""
     compilers: list[Compiler]

@@ -16,12 +16,12 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from doctor import __version__
 from doctor.host import Host
 from doctor.model import Area, Evidence, Finding, Level, Report
+from doctor.record import record
 from doctor.workload import first_line, require_torch
 from doctor.probe.system import parse_cpuinfo
 from doctor.workload.cpu import (
@@ -48,7 +48,7 @@ _FP32_PER_SM = {(5, 0): 128, (5, 2): 128, (5, 3): 128, (6, 0): 64, (6, 1): 128, 
 _BF16_PER_SM = {(8, 0): 2048, (9, 0): 4096}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Plan:
     quick: bool
     torch_compile: bool = True  # torch.compile costs seconds of compiling; CI may skip it

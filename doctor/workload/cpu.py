@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 
 from doctor.probe.system import CpuInfo
+from doctor.record import record
 
 
 def parse_max_freq_khz(text: str | None) -> float | None:
@@ -28,7 +28,7 @@ def parse_max_freq_khz(text: str | None) -> float | None:
     return khz / 1000 if khz > 0 else None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Peak:
     gflops: dict[str, float]  # dtype -> estimated peak GFLOP/s
     cores: int

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from doctor.model import Evidence, Finding, Level
+from doctor.record import record
 
 CHOICES = ("cpu", "cuda", "mps", "all")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Unavailable:
     kind: str  # "cuda" | "mps"
     finding_id: str

@@ -13,11 +13,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any
 
 from doctor import __version__
 from doctor.model import Area, Evidence, Finding, Level, Report
+from doctor.record import record
 from doctor.workload import first_line, require_torch
 from doctor.workload.devices import device_name, select, synchronizer
 
@@ -32,7 +33,7 @@ THREAD_SIZES = [256, 512, 512, 10]  # wide enough that threads should help, if t
 THREAD_BATCH = 128
 
 
-@dataclass
+@record
 class SmokeResult:
     device: str
     name: str

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from doctor.errors import UsageError
+from doctor.record import record
 
 DEFAULT_PORT = 29500
 MAX_WORLD = 1 << 20  # a bound on what we accept from the environment
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Launch:
     launcher: str  # "torchrun" | "slurm" | "openmpi" | "pmi"
     rank: int

@@ -11,6 +11,7 @@ from typing import Any
 from doctor.errors import UsageError
 from doctor.host import Host
 from doctor.model import Report
+from doctor.record import record
 from doctor.workload import first_line, require_torch
 from doctor.workload.fleet.collectives import DEFAULT_SIZES, check_correct, latency, nccl_plan, sweep
 from doctor.workload.fleet.gather import FleetAbort, all_gather, join, node_payload, open_store
@@ -22,7 +23,7 @@ NO_LAUNCHER_HINT = ("torchrun --nnodes N --nproc-per-node 1 --rdzv-backend c10d 
                     "  (or: srun doctor fleet, mpirun -n N doctor fleet)")
 
 
-@dataclasses.dataclass
+@record
 class Outcome:
     rank: int
     report: Report | None  # rank 0's report; None on the other ranks
