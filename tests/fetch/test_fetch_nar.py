@@ -123,13 +123,13 @@ def test_random_trees_hash_like_nix(tmp_path_factory, spec):
 
 def sized_tree(root: Path) -> Path:
     """Files on both sides of the sizes where the reader changes its way: empty, whole-read
-    small files (up to nar.SMALL), chunked large ones (around nar.CHUNK), and enough small
-    files that their framing fills more than one hashed block."""
+    small files (up to nar.SMALL), large ones read in pieces (around nar.READ and nar.CHUNK),
+    and enough small files that their framing fills more than one hashed block."""
     from doctor import nar
 
     root.mkdir()
-    sizes = [0, 1, 7, 8, 9, nar.SMALL - 1, nar.SMALL, nar.SMALL + 1, nar.CHUNK - 1, nar.CHUNK, nar.CHUNK + 1,
-             2 * nar.CHUNK + 7]
+    sizes = [0, 1, 7, 8, 9, nar.SMALL - 1, nar.SMALL, nar.SMALL + 1, nar.READ - 1, nar.READ, nar.READ + 1,
+             3 * nar.READ + 5, nar.CHUNK - 1, nar.CHUNK, nar.CHUNK + 1, 2 * nar.CHUNK + 7]
     for i, size in enumerate(sizes):
         p = root / f"f{i:02d}-{size}"
         p.write_bytes(hashlib.shake_256(str(size).encode()).digest(size))
@@ -149,16 +149,18 @@ def test_large_and_small_files_hash_like_nix_with_and_without_the_hashing_thread
     assert nar_hash(root, overlap=True) == expected
 
 
-def test_a_fifo_in_the_tree_is_an_error_and_the_hashing_thread_ends(tmp_path):
+def test_a_fifo_in_the_tree_is_an_error_and_the_hashing_thread_ends_with_every_file_closed(tmp_path):
     import threading
 
     root = sized_tree(tmp_path / "t")
     os.mkfifo(root / "many" / "zz-fifo")  # after large files and a full block: the thread is busy
     before = threading.active_count()
+    fds = len(os.listdir("/proc/self/fd"))
     for overlap in (False, True):
         with pytest.raises(ValueError, match="zz-fifo: Nix archives hold only files"):
             nar_hash(root, overlap=overlap)
         assert threading.active_count() == before
+        assert len(os.listdir("/proc/self/fd")) == fds  # the files handed to the hasher were closed
 
 
 def test_runnable_now_reads_the_kernels_count_and_refuses_anything_else(tmp_path):
