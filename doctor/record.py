@@ -39,14 +39,19 @@ def _make(cls: _T, frozen: bool) -> _T:
     cls.__record_init__ = tuple((f.name, f.init, f.default, f.default_factory) for f in fields)
     cls.__record_repr__ = tuple(f.name for f in fields if f.repr)
     cls.__record_compare__ = tuple(f.name for f in fields if f.compare)
+    # A class body that defines __eq__ gets __hash__ = None from Python itself; as dataclass
+    # does, only a __hash__ written in the body counts as the class's own.
+    own_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
     methods: dict[str, object] = {"__init__": _init, "__repr__": _repr, "__eq__": _eq}
-    if frozen:
-        methods.update(__setattr__=_refuse_set, __delattr__=_refuse_delete, __hash__=_hash)
-    else:
-        methods["__hash__"] = None  # equal by value and mutable: unhashable, as a dataclass
     for name, method in methods.items():
         if name not in own:
             setattr(cls, name, method)
+    if frozen:
+        if "__setattr__" in own or "__delattr__" in own:
+            raise TypeError(f"cannot overwrite __setattr__ or __delattr__ of the frozen {cls.__name__}")
+        cls.__setattr__, cls.__delattr__ = _refuse_set, _refuse_delete
+    if not own_hash:  # frozen: by the compared fields; else equal by value and mutable: unhashable
+        cls.__hash__ = _hash if frozen else None
     return cls
 
 

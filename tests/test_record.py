@@ -145,3 +145,23 @@ def test_a_record_without_a_docstring_gets_one_naming_its_fields():
     assert Bare.__doc__ == "Bare(a, b)"
     assert Bare(1) == Bare(1, "") and repr(Bare(1)).endswith("Bare(a=1, b='')")
     assert dataclasses.asdict(Bare(1)) == {"a": 1, "b": ""}
+
+
+def test_a_frozen_class_with_its_own_eq_hashes_by_its_fields_and_cannot_redefine_setattr():
+    for make in (dataclasses.dataclass(frozen=True), record(frozen=True)):
+        @make
+        class Version:
+            text: str
+
+            def __eq__(self, other: object) -> bool:
+                return isinstance(other, Version) and other.text == self.text
+
+        assert hash(Version("2.13")) == hash(Version("2.13"))  # __hash__ = None from __eq__ is not the class's own
+
+        with pytest.raises(TypeError):
+            @make
+            class Mutable:
+                text: str
+
+                def __setattr__(self, name: str, value: object) -> None:
+                    object.__setattr__(self, name, value)
