@@ -41,6 +41,7 @@ FINDINGS: dict[str, str] = {
     "disk.low": 'a CUDA libtorch is 2–4 GiB unpacked, plus the download beside it while it installs',
     "dist.address-in-use": 'The rendezvous store listens on MASTER_PORT (29500 unless set); another job, or a leftover process of an earlier run, already holds that port on …',
     "dist.master-addr": 'Every rank dials MASTER_ADDR to reach the rendezvous store',
+    "dist.no-libuv": "torch's Windows builds have no libuv, and since torch 2.4 a `TCPStore` uses the libuv server unless it is told otherwise (PyTorch's tutorial …",
     "dist.port-unreachable": "A firewall, security group or another network boundary closes MASTER_PORT between this node and rank 0's host",
     "dist.socket-ifname": '`GLOO_SOCKET_IFNAME` or `NCCL_SOCKET_IFNAME` names an interface this node does not have (nodes name their NICs differently: eth0, ens5, enP7s7), …',
     "dist.store-timeout": 'Some rank never reached the rendezvous store: a node was not started or crashed early, it cannot reach MASTER_ADDR:MASTER_PORT, or rank 0 was so …',

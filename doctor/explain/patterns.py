@@ -633,6 +633,26 @@ DISTRIBUTED: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        "dist.no-libuv",
+        "this torch has no libuv, which its rendezvous store asks for",
+        "torch's Windows builds have no libuv, and since torch 2.4 a TCPStore uses the libuv server unless told "
+        "otherwise. init_process_group (env://, tcp://) reads USE_LIBUV and the query, and in recent releases defaults "
+        "to the old server on Windows; torchrun's static rendezvous, which accelerate launch and other launchers start "
+        "on a machine with two GPUs, creates its store without asking either (up to torch 2.13 at least).",
+        "one GPU needs no distributed start: run the script directly, or set the launcher to one process (accelerate "
+        "config: one GPU; a tool that starts torchrun whenever it sees two GPUs, as LlamaFactory does: "
+        "CUDA_VISIBLE_DEVICES=0). A script that calls init_process_group itself: set USE_LIBUV=0 for "
+        "every rank (cmd: set USE_LIBUV=0; PowerShell: $env:USE_LIBUV = \"0\") or give it "
+        "init_method=\"tcp://HOST:PORT?use_libuv=0\". Several GPUs under torchrun (static_tcp_rendezvous.py in the "
+        "traceback) need Linux or WSL 2 until torch passes the setting on (pytorch/pytorch#178600)",
+        (
+            sign(r"use_libuv was requested but PyTorch was buil[dt] without libuv support", "use_libuv was requested",
+                 "RuntimeError: use_libuv was requested but PyTorch was build without libuv support",
+                 basis="torch 2.13's libtorch_cpu.so words it 'was built without libuv support, run with USE_LIBUV=0 "
+                       "to disable it.'"),
+        ),
+    ),
+    Rule(
         "dist.store-timeout",
         "a rank waited for the rendezvous store in vain",
         "Not every rank reached the store in time: a node never started or crashed early, cannot reach "
