@@ -36,17 +36,20 @@ def node_payload(host: Host, launch: Launch, network: dict[str, Any]) -> dict[st
     return payload
 
 
-def open_store(torch: Any, launch: Launch, timeout: float) -> Any:
+def open_store(torch: Any, launch: Launch, timeout: float, system: str) -> Any:
     """The rendezvous store: torchrun's agent store when it serves one (as env:// does), else
-    rank 0 hosts a TCPStore at MASTER_ADDR:MASTER_PORT (srun, mpirun, static torchrun)."""
+    rank 0 hosts a TCPStore at MASTER_ADDR:MASTER_PORT (srun, mpirun, static torchrun). On
+    Windows the store is the old, libuv-free server: torch's Windows builds have no libuv and a
+    TCPStore asks for it unless told otherwise (findings/dist.no-libuv)."""
     dist = torch.distributed
+    server = {"use_libuv": False} if system == "Windows" else {}
     try:
         if launch.agent_store:
             store = dist.TCPStore(launch.master_addr, launch.master_port, None, False,
-                                  timedelta(seconds=timeout))
+                                  timedelta(seconds=timeout), **server)
             return dist.PrefixStore(f"/worker/attempt_{launch.restart_count}/doctor-fleet", store)
         return dist.TCPStore(launch.master_addr, launch.master_port, None, launch.rank == 0,
-                             timedelta(seconds=timeout), wait_for_workers=False)
+                             timedelta(seconds=timeout), wait_for_workers=False, **server)
     except Exception as exc:  # DistNetworkError, RuntimeError: the first line says why
         what = "host the rendezvous store at" if launch.rank == 0 and not launch.agent_store else "reach the rendezvous store at"
         raise FleetAbort(f"rank {launch.rank} could not {what} {launch.master_addr}:{launch.master_port} "

@@ -53,7 +53,7 @@ def run_fleet(host: Host, timeout: float, sizes: tuple[int, ...] = DEFAULT_SIZES
     payload = node_payload(host, launch, network or {})
     payload["nccl"] = nccl_plan(torch)
     try:
-        store = open_store(torch, launch, timeout)
+        store = open_store(torch, launch, timeout, host.system)
         join(store, launch, payload["host"], timeout)
         try:
             dist.init_process_group("gloo", store=dist.PrefixStore("doctor-fleet/pg", store), rank=launch.rank,

@@ -271,3 +271,29 @@ def test_nccl_tests_bus_bandwidth_factors():
     assert bus_factor("all_reduce", 8) == 2 * 7 / 8
     assert bus_factor("all_gather", 4) == 3 / 4
     assert bus_factor("broadcast", 16) == 1.0
+
+
+# -- the store --
+
+
+def test_on_windows_the_store_is_the_libuv_free_server_and_it_serves_its_ranks():
+    """torch's Windows builds have no libuv (findings/dist.no-libuv): fleet asks for the old server
+    there. This machine's torch has both, so the real store shows which one was made and that the
+    old one serves a second rank; elsewhere the default stays."""
+    import torch
+
+    from doctor.workload.fleet.gather import open_store
+
+    def launch(rank: int, port: int):
+        return read_launch({"RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank), "MASTER_ADDR": "127.0.0.1",
+                            "MASTER_PORT": str(port)})
+
+    for system, libuv in (("Windows", False), ("Linux", True)):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        server = open_store(torch, launch(0, port), 10, system)
+        client = open_store(torch, launch(1, port), 10, system)
+        assert (server.libuvBackend, client.libuvBackend) == (libuv, libuv)
+        client.set("doctor-fleet/test", "joined")
+        assert server.get("doctor-fleet/test") == b"joined"
