@@ -71,6 +71,7 @@ FINDINGS: dict[str, str] = {
     "macos.min-version": "a library needs a newer macOS than the program targets or the machine runs",
     "memory.oom": "the work does not fit: batch or input too large, other processes on the GPU, or fragmentation of PyTorch's caching allocator",
     "nccl.memlock-low": 'InfiniBand and RoCE transports register (pin) memory; a small locked-memory limit makes NCCL fall back to sockets or fail to register buffers',
+    "nccl.not-compiled": "NCCL comes only with torch's CUDA builds for Linux: the Windows and macOS builds and every CPU build have none …",
     "nccl.shm-small": "NCCL's shared-memory transport (and PyTorch DataLoader workers) need far more than Docker's 64 MB default; with less, NCCL fails with 'unhandled …",
     "nccl.system-error": 'NCCL passes data between ranks of one node through shared memory in /dev/shm',
     "nccl.watchdog-timeout": 'A collective waited for a rank that never joined it: that rank hung, crashed, called another collective (or other shapes), or the network between …',

@@ -527,6 +527,26 @@ TABLE: tuple[Rule, ...] = (
 # job, reported after the build and loader causes above.
 DISTRIBUTED: tuple[Rule, ...] = (
     Rule(
+        "nccl.not-compiled",
+        "this torch has no NCCL, and the job asked for the nccl backend",
+        "NCCL comes only with torch's CUDA builds for Linux: the Windows and macOS builds and every CPU build have "
+        "none (torch.distributed.is_nccl_available() is False there), so init_process_group with the nccl backend "
+        "stops before any rank meets another. On a Linux machine with NVIDIA GPUs it means a CPU build of torch.",
+        "on Windows, macOS or a machine without an NVIDIA GPU use the gloo backend (init_process_group(\"gloo\"), or "
+        "the training tool's backend setting); one GPU needs no process group at all. On Linux with NVIDIA GPUs install "
+        "a CUDA build of torch (`doctor check` names the variant that fits the driver); under Windows, WSL 2 runs the "
+        "Linux builds",
+        (
+            sign(r"Distributed package doesn't have NCCL built in", "doesn't have NCCL built in",
+                 "RuntimeError: Distributed package doesn't have NCCL built in"),
+            sign(r"Attempted to get default timeout for nccl backend, but NCCL support is not compiled",
+                 "NCCL support is not compiled",
+                 basis="`Attempted to get default timeout for nccl backend, but NCCL support is not compiled`: "
+                       "torch/distributed/distributed_c10d.py's warning when the nccl backend is asked of a torch "
+                       "without NCCL (torch 2.13)"),
+        ),
+    ),
+    Rule(
         "dist.version-mismatch",
         "the ranks run different NCCL (torch) releases",
         "Every rank of an NCCL communicator must run the same NCCL release; a node with another torch wheel (each "
