@@ -150,12 +150,18 @@ _INSTALLED = re.compile(r"[\\/](?:site|dist)-packages[\\/]torch$", re.I)
 
 
 def torch_package(hits) -> str | None:
-    """The torch/ Python took: that of the last torch/__init__.py frame before the first error line
-    (a log may hold several tracebacks), or of the first frame when none comes before it."""
-    frames = [h for h in hits if h.groups.get("package")]
+    """The torch/ Python took: of the torch/ folders the torch/__init__.py frames name before the
+    first error line (a log may hold several tracebacks), the one named last for the first time;
+    the first one named when none comes before it. By first mentions, because a long log's
+    repeated lines are counted, not kept (engine.collect): a later repeat has no place of its own."""
+    first: dict[str, int] = {}
+    for h in sorted((h for h in hits if h.groups.get("package")), key=lambda h: h.lineno):
+        first.setdefault(h.groups["package"], h.lineno)
+    if not first:
+        return None
     errors = [h.lineno for h in hits if h.trigger]
-    before = [h for h in frames if errors and h.lineno <= errors[0]]
-    return (before[-1] if before else frames[0]).groups["package"] if frames else None
+    before = [package for package, lineno in first.items() if errors and lineno <= min(errors)]
+    return before[-1] if before else next(iter(first))
 
 
 def decide_torch_c(hits) -> Decision | None:
