@@ -78,6 +78,7 @@ FINDINGS: dict[str, str] = {
     "openmp.duplicate-runtime": "two copies of Intel's OpenMP runtime are loaded into one process — typically one from conda's MKL (`Library/bin/libiomp5md.dll`, …",
     "probe.failed": 'a command the doctor asked hung or failed',
     "python.path-differs": "the `python` first on `PATH` is another environment (another venv, the system Python, conda's base) than the interpreter inspected",
+    "python.torch-no-wheel": "pip lists, after `from versions`, the torch releases that have a file for this interpreter — its Python version, 32 or 64 bits, OS and CPU — …",
     "python.torch-shadowed": "a `torch` package earlier on `sys.path` than the installed one (a PyTorch source checkout in the current folder, another copy on `PYTHONPATH`) is the one `import torch` takes",
     "python.torch-missing": "the Python that ran the code has no torch: another environment's interpreter, or pip's isolated build environment for a package whose setup.py imports torch",
     "python.torch-extension-missing": "the installed torch holds no `_C` extension this interpreter loads (built for another Python, or missing), so `import torch` fails with \"Failed to load PyTorch C extensions\"",

@@ -964,6 +964,29 @@ PYTHON_RULES: tuple[Rule, ...] = (
         (),  # python.torch-shadowed's lines: disambiguate.py gives them this id when the frame shows an installed torch
     ),
     Rule(
+        "python.torch-no-wheel",
+        "pip found no torch for this Python and platform that meets the requirement",
+        "pip lists, after 'from versions', the torch releases that have a file for this interpreter (its Python "
+        "version, 32 or 64 bits, OS and CPU); the requirement matched none of them. torch publishes 64-bit wheels only, "
+        "each release for a span of Python versions and platforms; builds with a local tag (+cu121, +cpu) are on "
+        "PyTorch's own index, not on PyPI; PyPI's 0.1.2 files are old placeholders, no usable torch.",
+        "ask for a release from pip's list, or use a 64-bit Python that the wanted release supports (python -c \"import "
+        "sys, struct; print(sys.version, struct.calcsize('P') * 8)\"); for a +cuXXX or +cpu build add PyTorch's index: "
+        "pip install torch==<version> --index-url https://download.pytorch.org/whl/<cuXXX or cpu>",
+        (
+            sign(r"Could not find a version that satisfies the requirement (?P<spec>torch(?![\w-])[^\s(]{0,200})"
+                 r"(?: \([^)]{0,200}\))? \(from versions: (?P<versions>[^)]{0,4000})\)",
+                 "satisfies the requirement torch",
+                 "ERROR: Could not find a version that satisfies the requirement torch==2.4.1 (from versions: 2.2.0, "
+                 "2.2.1, 2.2.2)",
+                 "ERROR: Could not find a version that satisfies the requirement torch==1.9.1+cu111 (from versions: "
+                 "0.1.2, 0.1.2.post1, 0.1.2.post2)"),
+            sign(r"No matching distribution found for (?P<spec>torch(?![\w-])[^\s(]{0,200})",
+                 "No matching distribution found for torch",
+                 "ERROR: No matching distribution found for torch"),
+        ),
+    ),
+    Rule(
         "python.torch-missing",
         "the Python that ran this has no torch",
         "Python found no torch package: torch is not installed for the interpreter that ran (another venv or conda "

@@ -1,4 +1,5 @@
-"""Advice for the ids of a failed `import torch`: which torch/ Python took, from the traceback."""
+"""Advice for the ids of a failed `import torch` (which torch/ Python took, from the traceback) and
+of a failed `pip install torch` (what pip found for this interpreter, from its own list)."""
 
 from __future__ import annotations
 
@@ -45,8 +46,41 @@ def _torch_missing(match: Match, facts: MachineFacts) -> Advice:
     return Advice(match.rule.title, [match.rule.cause], fixes.install_torch_here(), subject="torch")
 
 
+def _no_wheel(match: Match, facts: MachineFacts) -> Advice:
+    from packaging.version import InvalidVersion, Version
+
+    spec = clip(match.first("spec") or "torch", 120)
+    listed = [v.strip() for v in (match.first("versions") or "").split(",") if v.strip() and v.strip() != "none"]
+    real = [v for v in listed if not v.startswith("0.1.2")]  # PyPI's placeholders of 2017, no usable torch
+    detail = [match.rule.cause]
+    if "+" in spec:
+        detail.append(f"{spec} carries a local tag: such builds are only on PyTorch's index (download.pytorch.org/whl/…).")
+    if not real:
+        detail.append("pip found no torch file at all for this interpreter" + (" but PyPI's 0.1.2 placeholders" if listed else "")
+                      + ": a 32-bit Python, or a Python or platform no torch release has a wheel for.")
+        title = f"no torch release has a wheel for this Python and platform ({spec} was asked)"
+    else:
+        detail.append(f"For this interpreter pip found torch {real[0]} … {real[-1]} ({len(real)} releases).")
+        title = f"{spec} has no wheel for this Python and platform"
+        wanted = spec[len("torch"):].lstrip("=").split("+")[0] if spec.startswith("torch==") else None
+        try:
+            low, high = Version(real[0]), Version(real[-1])
+            if wanted and Version(wanted) < low:
+                detail.append(f"torch {wanted} is older than every release this Python can install: an older Python "
+                              "(or a newer torch) is needed.")
+            elif wanted and Version(wanted) > high:
+                detail.append(f"torch {wanted} is newer than every release pip found for this interpreter: that release "
+                              "builds for other Python versions or platforms, or there is no such release.")
+            elif wanted and wanted not in real:
+                detail.append(f"torch {wanted} is not a release: pip's list holds every one there is here.")
+        except InvalidVersion:  # a log's own words: never a crash
+            pass
+    return Advice(title, detail, match.rule.fix, subject=spec)
+
+
 PYTHON_ADVISORS: dict[str, Callable[[Match, MachineFacts], Advice]] = {
     "python.torch-shadowed": _shadowed,
     "python.torch-extension-missing": _extension_missing,
     "python.torch-missing": _torch_missing,
+    "python.torch-no-wheel": _no_wheel,
 }
