@@ -140,6 +140,15 @@ VARIANTS = [
     # cmake.torch-not-found
     ('CMake Error at CMakeLists.txt:3 (find_package):\n  Could not find a package configuration file provided by "Torch" with any of',
      "cmake.torch-not-found"),
+    # python.torch-no-wheel: pip's words with a uv-style requirement, and a list pip could never print
+    ("ERROR: Could not find a version that satisfies the requirement torch<2.0,>=1.12 (from versions: 2.5.0, 2.5.1)",
+     "python.torch-no-wheel"),
+    ("ERROR: Could not find a version that satisfies the requirement torch==x.y (from versions: a.b, none, 9999999999999999.0)",
+     "python.torch-no-wheel"),
+    # the distributed ids: the other wording, and the warning alone
+    ("torch.distributed.DistStoreError: use_libuv was requested but PyTorch was built without libuv support, run with "
+     "USE_LIBUV=0 to disable it.", "dist.no-libuv"),
+    ("UserWarning: Attempted to get default timeout for nccl backend, but NCCL support is not compiled", "nccl.not-compiled"),
 ]
 
 
@@ -163,6 +172,8 @@ NOT_SETUP_PROBLEMS = [
     "ImportError: /usr/lib/python3/dist-packages/cv2.so: undefined symbol: _ZN2cv6imreadERKNS_6StringEi",
     "g++ -D_GLIBCXX_USE_CXX11_ABI=0 -c main.cpp -o main.o",
     "The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90.",
+    "ERROR: No matching distribution found for torchvision==0.99.0",
+    "ERROR: Could not find a version that satisfies the requirement torch-scatter==2.1.2 (from versions: none)",
 ]
 
 
