@@ -63,15 +63,16 @@ def _no_wheel(match: Match, facts: MachineFacts) -> Advice:
         detail.append(f"For this interpreter pip found torch {real[0]} … {real[-1]} ({len(real)} releases).")
         title = f"{spec} has no wheel for this Python and platform"
         wanted = spec[len("torch"):].lstrip("=").split("+")[0] if spec.startswith("torch==") else None
-        try:
-            low, high = Version(real[0]), Version(real[-1])
+        try:  # as Versions: pip reads torch==2.0 as 2.0.0
+            releases = [Version(v) for v in real]
+            low, high = min(releases), max(releases)
             if wanted and Version(wanted) < low:
                 detail.append(f"torch {wanted} is older than every release this Python can install: an older Python "
                               "(or a newer torch) is needed.")
             elif wanted and Version(wanted) > high:
                 detail.append(f"torch {wanted} is newer than every release pip found for this interpreter: that release "
                               "builds for other Python versions or platforms, or there is no such release.")
-            elif wanted and wanted not in real:
+            elif wanted and Version(wanted) not in releases:
                 detail.append(f"torch {wanted} is not a release: pip's list holds every one there is here.")
         except InvalidVersion:  # a log's own words: never a crash
             pass

@@ -14,7 +14,7 @@ import pytest
 import dataclasses
 
 from doctor import fixes
-from doctor.explain import MachineFacts
+from doctor.explain import MachineFacts, explain_text
 from doctor.explain_machine import explain_on, machine_facts
 from doctor.host import Host
 from doctor.probe.libtorch import LibtorchInstall
@@ -254,3 +254,14 @@ def test_glibc_advice_names_the_series_the_catalog_says_runs_here(tmp_path):
     # without facts: no claim about this machine's glibc
     bare = one(text)
     assert "this glibc" not in bare.fix and "this system has glibc" not in bare.detail
+
+
+def test_pip_no_wheel_reads_the_list_as_versions_not_as_text():
+    """torch==2.0 is 2.0.0 to pip: a local tag, not a missing release, is why PyPI had none."""
+    [f] = explain_text("ERROR: Could not find a version that satisfies the requirement torch==2.0+cu118 "
+                       "(from versions: 1.13.1, 2.0.0, 2.0.1)")
+    assert f.id == "python.torch-no-wheel"
+    assert "local tag" in f.detail and "not a release" not in f.detail
+    [g] = explain_text("ERROR: Could not find a version that satisfies the requirement torch==2.0.5 "
+                       "(from versions: 1.13.1, 2.0.0, 2.1.0)")
+    assert "torch 2.0.5 is not a release" in g.detail
