@@ -60,7 +60,8 @@ def _no_wheel(match: Match, facts: MachineFacts) -> Advice:
                       + ": a 32-bit Python, or a Python or platform no torch release has a wheel for.")
         title = f"no torch release has a wheel for this Python and platform ({spec} was asked)"
     else:
-        detail.append(f"For this interpreter pip found torch {real[0]} … {real[-1]} ({len(real)} releases).")
+        detail.append(f"For this interpreter pip found torch {clip(real[0], 40)} … {clip(real[-1], 40)} "
+                      f"({len(real)} releases).")
         title = f"{spec} has no wheel for this Python and platform"
         wanted = spec[len("torch"):].lstrip("=").split("+")[0] if spec.startswith("torch==") else None
         try:  # as Versions: pip reads torch==2.0 as 2.0.0

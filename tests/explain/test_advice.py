@@ -265,3 +265,11 @@ def test_pip_no_wheel_reads_the_list_as_versions_not_as_text():
     [g] = explain_text("ERROR: Could not find a version that satisfies the requirement torch==2.0.5 "
                        "(from versions: 1.13.1, 2.0.0, 2.1.0)")
     assert "torch 2.0.5 is not a release" in g.detail
+
+
+def test_pip_no_wheel_shows_a_hostile_version_list_clipped():
+    [f] = explain_text("ERROR: Could not find a version that satisfies the requirement torch==1.0 (from versions: 1."
+                       + "9" * 3900 + ", 2.0.0)")
+    assert f.id == "python.torch-no-wheel"
+    shown = next(line for line in f.detail.splitlines() if line.startswith("For this interpreter"))
+    assert len(shown) < 150 and "…" in shown
