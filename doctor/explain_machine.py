@@ -40,7 +40,7 @@ def explain_on(host: Host, text: str | bytes, facts: MachineFacts | None, source
     """Explain `text` with `facts`, after looking up on `host` the files the advice names."""
     from doctor.explain import find, findings, lookups
 
-    matches = find(text, facts)
+    matches = find(text, facts, cpus=host.usable_cpus())
     if facts is not None:
         paths = [p for m in matches for p in lookups(m, facts)]
         present = frozenset(p for p in paths if host.exists(p))

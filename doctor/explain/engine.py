@@ -25,7 +25,6 @@ Speed and safety (docs/performance.md, docs/security.md):
 from __future__ import annotations
 
 import heapq
-import os
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -266,13 +265,6 @@ def _live_spans(data: bytes, begin: int, stop: int) -> Iterable[tuple[int, int]]
 
 AHEAD_MIN = 8 << 20  # a log this large has its later slices searched ahead, by a thread each
 AHEAD_SPANS = 1 << 12  # needles a slice keeps at most: a dense slice is read by _dense, not from these
-
-
-def _spare_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0)) - 1
-    except AttributeError:  # macOS, Windows
-        return (os.cpu_count() or 1) - 1
 
 
 class _Ahead:
@@ -626,15 +618,16 @@ def _dense(data: bytes, begin: int, stop_at: int, base: int, led: _Ledger, known
     return needles, len(lines), stop_at
 
 
-def collect(data: bytes | str) -> list[Match]:
+def collect(data: bytes | str, cpus: int = 1) -> list[Match]:
     """`group(scan(data))` in one pass, for any size of log: a stretch where needle lines are
-    dense is read with `_dense`, and an id's lines beyond what the report shows are counted."""
+    dense is read with `_dense`, and an id's lines beyond what the report shows are counted.
+    `cpus`: how many CPUs a log of AHEAD_MIN bytes or more may be searched on (at most 8; the
+    caller knows them, doctor.host.Host.usable_cpus); the matches are the same for any number."""
     data = to_bytes(data)
     led = _Ledger()
     cache: dict = {}
     known = _Keys()
-    spare = _spare_cpus() if len(data) >= AHEAD_MIN else 0
-    ahead = _Ahead(data, 1 + min(spare, 7)) if spare > 0 else None
+    ahead = _Ahead(data, min(cpus, 8)) if cpus > 1 and len(data) >= AHEAD_MIN else None
     n, begin, lineno = len(data), 0, 1
     sparse, dense = CHUNK, 0  # the next chunk's size each way; dense is 0 while reading sparse
     while begin < n:
@@ -707,11 +700,11 @@ def explain_text(text: str | bytes, facts=None, source: str = "log") -> list[Fin
     return findings(find(text, facts), facts, source)
 
 
-def find(text: str | bytes, facts=None) -> list[Match]:
+def find(text: str | bytes, facts=None, cpus: int = 1) -> list[Match]:
     """What the log proves, one Match per diagnosis id, root cause first; `facts` only choose
-    between look-alikes (doctor/explain/disambiguate.py)."""
+    between look-alikes (doctor/explain/disambiguate.py); `cpus` as for `collect`."""
     data = normalise(text)
-    return settle(collect(data), data, facts)
+    return settle(collect(data, cpus), data, facts)
 
 
 def findings(matches: list[Match], facts=None, source: str = "log") -> list[Finding]:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from doctor.explain.engine import (DENSE_CHUNK, DENSE_LINES, MAX_LINE, NEEDLES, _Ahead, _live_spans, _needle_lines,
+from doctor.explain.engine import (AHEAD_MIN, DENSE_CHUNK, DENSE_LINES, MAX_LINE, NEEDLES, _Ahead, _live_spans, _needle_lines,
                                    collect, findings, group, normalise, scan, settle)
 from doctor.explain.disambiguate import _CPU_BUILD, _CUDA_BUILD, _PYTHON, build_words, search
 from doctor.explain.normalise import PREFIXES_BYTES, prefix_overlap
@@ -102,6 +102,22 @@ def test_needles_searched_ahead_are_those_found_reading_chunk_by_chunk(hits, sli
     whole = list(_needle_lines(data, 0, len(data), 1, {}))
     assert list(_needle_lines(data, 0, len(data), 1, {}, ahead)) == whole and len(whole) >= 100
     assert not any(b"\n" in needle for needle in NEEDLES)  # what lets a slice end at any line end
+
+
+def test_a_large_log_reports_the_same_on_one_cpu_and_on_several(hits):
+    """Past AHEAD_MIN, collect searches the later slices on `cpus` threads (the CLI passes the
+    CPUs this process may use); the report is that of one thread, on a log whose hits, sparse
+    and dense, fall in every slice."""
+    rng = random.Random(7)
+    filler = [b"[ %2d%%] Building CXX object src/layer%d.cpp.o" % (i % 100, i) for i in range(2000)]
+    out, size = [], 0
+    while size < AHEAD_MIN + (1 << 20):
+        line = rng.choice(RUNNER).replace(b"%", b"") + rng.choice(hits) if rng.random() < 0.02 else rng.choice(filler)
+        out.append(line)
+        size += len(line) + 1
+    data = normalise(b"\n".join(out) + b"\n")
+    one = report(collect(data, cpus=1), data)
+    assert one and report(collect(data, cpus=3), data) == one == report(collect(data, cpus=64), data)
 
 
 @pytest.mark.parametrize("seed", range(3))
