@@ -42,14 +42,14 @@ def open_store(torch: Any, launch: Launch, timeout: float, system: str) -> Any:
     Windows the store is the old, libuv-free server: torch's Windows builds have no libuv and a
     TCPStore asks for it unless told otherwise (findings/dist.no-libuv)."""
     dist = torch.distributed
-    server = {"use_libuv": False} if system == "Windows" else {}
+    libuv = {"use_libuv": False} if system == "Windows" else {}  # for the server and the clients alike
     try:
         if launch.agent_store:
             store = dist.TCPStore(launch.master_addr, launch.master_port, None, False,
-                                  timedelta(seconds=timeout), **server)
+                                  timedelta(seconds=timeout), **libuv)
             return dist.PrefixStore(f"/worker/attempt_{launch.restart_count}/doctor-fleet", store)
         return dist.TCPStore(launch.master_addr, launch.master_port, None, launch.rank == 0,
-                             timedelta(seconds=timeout), wait_for_workers=False, **server)
+                             timedelta(seconds=timeout), wait_for_workers=False, **libuv)
     except Exception as exc:  # DistNetworkError, RuntimeError: the first line says why
         what = "host the rendezvous store at" if launch.rank == 0 and not launch.agent_store else "reach the rendezvous store at"
         raise FleetAbort(f"rank {launch.rank} could not {what} {launch.master_addr}:{launch.master_port} "
