@@ -17,6 +17,8 @@ from doctor.quoting import sh_paste, sh_prepend
 SETENV = 'eval "$(doctor emit setenv)"'
 FETCH = f"doctor fetch-libtorch && {SETENV}"
 ABI_FLAG = ABI_DEFINE
+# Why a ~ in a variable stays a folder name: said by every finding and refusal about one.
+TILDE_RULE = "only a shell expands ~, and only unquoted at the start of a word"
 
 
 def fetch(version: str | None = None, variant: str | None = None, *, from_wheel: bool = False) -> str:

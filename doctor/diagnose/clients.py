@@ -7,6 +7,7 @@ libtorch candidate the tch-rs resolution lands on.
 from __future__ import annotations
 
 from doctor.catalog.tch import checks_version, libtorch_for
+from doctor.fixes import TILDE_RULE
 from doctor.formats import clip
 from doctor.model import Area, Evidence, Finding, Level
 from doctor.probe.client_builds import StaleBuild
@@ -145,10 +146,10 @@ def _relative_home(h: HasktorchRequest) -> list[Finding]:
         "hasktorch.relative-home", Level.WARNING,
         f"LIBTORCH_HOME={clip(repr(given), 200)} is not an absolute folder ({why}), and Hasktorch's Setup.hs takes it "
         "as written",
-        detail=(f"Setup.hs joins LIBTORCH_HOME/{where} as it is (only a shell expands ~, unquoted at the start of a "
-                "word) and runs in libtorch-ffi's package folder: it looks for the tree there (and downloads one there "
-                "when it is missing), then configures that relative lib dir as extra-lib-dirs and rpath, so the "
-                "program finds libtorch only when started from that folder."),
+        detail=(f"Setup.hs joins LIBTORCH_HOME/{where} as it is ({TILDE_RULE}) and runs in libtorch-ffi's "
+                "package folder: it looks for the tree there (and downloads one there when it is missing), then "
+                "configures that relative lib dir as extra-lib-dirs and rpath, so the program finds libtorch only "
+                "when started from that folder."),
         fix=fix, area=AREA, evidence=[Evidence("env", "LIBTORCH_HOME", clip(repr(given), 200))], subject="LIBTORCH_HOME")]
 
 

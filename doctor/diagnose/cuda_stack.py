@@ -46,8 +46,8 @@ def _not_a_toolkit(t: CudaToolkitFacts) -> str:
 def _tilde_note(t: CudaToolkitFacts) -> str:
     if not t.cuda_home_tilde:
         return ""
-    return (f" torch.utils.cpp_extension takes {t.cuda_home_via} as written, and only a shell expands ~ "
-            f"(unquoted, at the start of a word): expanded, it would be {t.cuda_home_tilde}.")
+    return (f" torch.utils.cpp_extension takes {t.cuda_home_via} as written, and {fixes.TILDE_RULE}: expanded, "
+            f"it would be {t.cuda_home_tilde}.")
 
 
 def cuda_stack_area(t: CudaToolkitFacts, python_cuda: str | None, libtorch_cuda: str | None,

@@ -125,9 +125,9 @@ def _tree_findings(c: LibtorchInstall, system: SystemFacts, active: bool = True)
             fix = f"remove {sh_paste(str(c.root))} or re-install it: {FETCH}"
         detail = f"{variable} points a build at {c.root}, which {what}." if variable else f"{c.root} {what}."
         if c.unexpanded_tilde:
-            detail += (" A shell expands ~ only unquoted at the start of a word, and Cargo's [env], a Dockerfile ENV, "
-                       "GitHub Actions' env: and systemd never do; tch-rs and Hasktorch then take ~ as a folder name "
-                       f"(CMake alone expands it itself). Expanded, it would be {c.unexpanded_tilde}.")
+            detail += (f" {fixes.TILDE_RULE[0].upper()}{fixes.TILDE_RULE[1:]}: Cargo's [env], a Dockerfile ENV, "
+                       "GitHub Actions' env: and systemd never expand it, and tch-rs and Hasktorch then take ~ as a "
+                       f"folder name (CMake alone expands it itself). Expanded, it would be {c.unexpanded_tilde}.")
         out.append(
             Finding(
                 "libtorch.path-invalid",

@@ -206,7 +206,7 @@ def resolve_plan(host: Host, req: FetchRequest, gpu_facts: Callable[[], Any] | N
         given = host.env.get("LIBTORCH_HOME") or ""
         if given.startswith("~"):  # kept literal (quoted, or set where no shell expands it)
             meant = host.tilde_expanded(given)
-            raise UsageError(f"LIBTORCH_HOME={clip(repr(given), 200)} keeps its ~ (only a shell expands it, unquoted): "
+            raise UsageError(f"LIBTORCH_HOME={clip(repr(given), 200)} keeps its ~ ({fixes.TILDE_RULE}): "
                              "the install would make a folder named ~ here",
                              f"export LIBTORCH_HOME={sh_paste(meant)}" if meant else "give LIBTORCH_HOME as an absolute folder",
                              error_id="env.bad-value")
