@@ -10,10 +10,20 @@ DOCTOR_DEBUG_CRASH=1 makes any command crash on purpose, so that the crash path 
 
 from __future__ import annotations
 
+import gc
+import sys
+
+# Before the other imports: a run keeps what it builds until it exits, so the cyclic collector's
+# passes free next to nothing, yet at CPython's default threshold (700 new objects) they ran ~30
+# times in a plain check (~10 ms, and longer passes as many libtorch trees add objects). mypy
+# sets the same thresholds for its runs. Memory without reference cycles is still freed at once;
+# only cycles wait longer. docs/performance.md, "The collector".
+if sys.implementation.name == "cpython":
+    gc.set_threshold(200_000, 30, 30)
+
 import importlib
 import importlib.util
 import os
-import sys
 
 import click
 
