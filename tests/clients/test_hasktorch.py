@@ -159,8 +159,9 @@ def test_fetch_refuses_a_home_with_a_literal_tilde(tmp_path):
     got = doctor_subprocess("fetch-libtorch", "--dry-run", "--version", "2.9.1", "--variant", "cpu", cwd=tmp_path,
                             env={"LIBTORCH_HOME": from_bash('LIBTORCH_HOME="~/x"'), "HOME": str(tmp_path / "home")})
     assert got.returncode == 2 and list(tmp_path.iterdir()) == []
-    assert got.stderr == (f"error: LIBTORCH_HOME='~/x' keeps its ~ (only a shell expands ~, and only unquoted at the start of a word): the install "
-                          f"would make a folder named ~ here\nhint: export LIBTORCH_HOME={tmp_path}/home/x\n")
+    assert got.stderr == ("error: LIBTORCH_HOME='~/x' keeps its ~ (only a shell expands ~, and only unquoted at the start "
+                          "of a word): the install would make a folder named ~ here\n"
+                          f"hint: export LIBTORCH_HOME={tmp_path}/home/x\n")
     got = doctor_subprocess("fetch-libtorch", "--dry-run", "--version", "2.9.1", "--variant", "cpu", cwd=tmp_path,
                             env={"LIBTORCH_HOME": "rel", "HOME": str(tmp_path / "home")})
     assert got.returncode == 0 and f"installed under {tmp_path}/rel/2.9.1/linux-x86_64/cpu" in got.stdout

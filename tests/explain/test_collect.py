@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from doctor.explain.engine import (AHEAD_MIN, DENSE_CHUNK, DENSE_LINES, MAX_LINE, NEEDLES, _Ahead, _live_spans, _needle_lines,
-                                   collect, findings, group, normalise, scan, settle)
+from doctor.explain.engine import (AHEAD_MIN, DENSE_CHUNK, DENSE_LINES, MAX_LINE, NEEDLES, _Ahead, _live_spans,
+                                   _needle_lines, collect, findings, group, normalise, scan, settle)
 from doctor.explain.disambiguate import _CPU_BUILD, _CUDA_BUILD, _PYTHON, build_words, search
 from doctor.explain.normalise import PREFIXES_BYTES, prefix_overlap
 
@@ -106,8 +106,8 @@ def test_needles_searched_ahead_are_those_found_reading_chunk_by_chunk(hits, sli
 
 def test_a_large_log_reports_the_same_on_one_cpu_and_on_several(hits):
     """Past AHEAD_MIN, collect searches the later slices on `cpus` threads (the CLI passes the
-    CPUs this process may use); the report is that of one thread, on a log whose hits, sparse
-    and dense, fall in every slice."""
+    CPUs this process may use); the report is that of one thread, on a log of corpus hits behind
+    runner prefixes, scattered through every slice."""
     rng = random.Random(7)
     filler = [b"[ %2d%%] Building CXX object src/layer%d.cpp.o" % (i % 100, i) for i in range(2000)]
     out, size = [], 0
