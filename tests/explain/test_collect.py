@@ -211,7 +211,7 @@ FRAGMENTS = [b"+cu126", b"+cu", b"cu121", b"xcu121", b"libtorch_cuda.so", b"libt
              b"site-packages/torch/nn/", b"site-packages\\torch\\nn\\", b"\n", b" ", b"_", b"-", b".", b"\xff", b"\xe9", b"9"]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(st.sampled_from(FRAGMENTS), max_size=30))
 def test_re2_reads_the_build_words_as_the_stdlib_does(parts):
     data = b"".join(parts)
@@ -228,7 +228,7 @@ def test_re2_reads_the_corpus_build_words_as_the_stdlib_does():
             assert (got and (got.start(), got.group(0))) == (want and (want.start(), want.group(0))), path.name
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(st.lists(st.sampled_from(FRAGMENTS), max_size=40))
 def test_one_pass_finds_the_first_build_word_of_each_kind_as_three_searches_do(parts):
     data = b"".join(parts)

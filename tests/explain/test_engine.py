@@ -79,7 +79,7 @@ def test_ten_megabytes_of_build_noise_around_one_failure():
     assert [f.id for f in explain_text(log)] == ["abi.mismatch"]  # how fast: scripts/bench-explain
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.text(max_size=80), max_size=40))
 def test_random_text_never_crashes_and_without_needles_finds_nothing(lines):
     text = "\n".join(lines)
@@ -88,7 +88,7 @@ def test_random_text_never_crashes_and_without_needles_finds_nothing(lines):
         assert found == []
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(st.lists(st.sampled_from(["", "ok", "[ 50%] Building CXX object a.o", "Epoch 3/10 loss=0.1", "warning: x"]),
                 max_size=60), st.integers(min_value=0, max_value=60))
 def test_a_known_line_is_found_at_its_line_number_anywhere(noise, at):

@@ -106,7 +106,7 @@ def build(root: Path, spec: dict) -> None:
             build(p, node[1])
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=trees())
 def test_random_trees_hash_like_nix(tmp_path_factory, spec):
     root = tmp_path_factory.mktemp("h") / "t"

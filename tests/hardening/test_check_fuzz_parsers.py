@@ -16,7 +16,7 @@ from doctor.policy import _parse_toml, parse_policy
 from doctor.probe import elf, nvidia, rocm, system, toolchain, versions
 from doctor.probe.ldcache import parse_ld_so_cache
 
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
 HUGE = "9" * 5000  # past Python's int() digit limit: a ValueError where a parser calls int()
 
 
@@ -214,7 +214,7 @@ env_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40) | s
     ["/", "x" * 300, "/opt/" + "y" * 300 + "/libtorch", "a:b::c", "share/cmake/Torch", "'", "\x00", "..", "~"])
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(env=st.dictionaries(st.sampled_from(ENV_NAMES), env_text, max_size=6))
 def test_check_fuzz_environment_never_crashes(tmp_path, env):
     from doctor.check import run_check

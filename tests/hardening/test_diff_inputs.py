@@ -95,7 +95,7 @@ FACT_KEYS = ["libtorch", "python_torch", "gpu", "toolchain", "loader", "system",
 facts_strategy = st.dictionaries(st.sampled_from(FACT_KEYS), json_values, max_size=7)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(facts_a=facts_strategy, facts_b=facts_strategy, findings=json_values)
 def test_diff_fuzz_reports_never_crash(tmp_path, facts_a, facts_b, findings):
     a, b = tmp_path / "fa.json", tmp_path / "fb.json"
@@ -105,7 +105,7 @@ def test_diff_fuzz_reports_never_crash(tmp_path, facts_a, facts_b, findings):
     assert rc in (0, 1, 2)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(raw=st.binary(max_size=300) | st.text(max_size=300).map(lambda t: t.encode("utf-8", "surrogatepass")))
 def test_diff_fuzz_bytes_never_crash(tmp_path, raw):
     a, b = tmp_path / "ra.json", tmp_path / "rb.json"

@@ -61,7 +61,7 @@ def python_dotenv(data: bytes) -> dict[str, str | None]:
     return dict(dotenv_values(stream=io.StringIO(data.decode("utf-8"), newline=None)))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)) | st.sampled_from(
     list(" \t\n\r#'\"\\${}=:\x0b\x0c\x1c\x85\u2028\xa0")), max_size=40))
 def test_every_dotenv_line_reads_back_exactly_or_is_refused(value):

@@ -31,7 +31,7 @@ def run_doctor(tmp_path, *args, **env):
     return subprocess.run([sys.executable, "-m", "doctor", *args], env=full, capture_output=True, text=True, timeout=120)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=8)
                 | st.sampled_from(["\n", "\r", "<<", "=", "ghadelimiter_", "\r\n"]), max_size=12).map("".join))
 def test_env_block_reads_back_exactly(value):

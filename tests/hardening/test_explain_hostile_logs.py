@@ -97,7 +97,7 @@ def test_a_4kb_line_crafted_from_a_patterns_literals_takes_milliseconds(rule_id,
     assert worst < 0.015, f"{rule_id}: {sign.regex.pattern[:80]!r} took {worst * 1000:.1f} ms on a 4 KB line"
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_property_adversarial_lines_from_each_patterns_literals(data):
     """Hypothesis mixes one pattern's literals into a 4 KB line; the whole engine must stay fast."""
@@ -162,13 +162,13 @@ def test_colour_codes_cut_at_the_line_end():
     assert [f.id for f in explain_text(log)] == ["headers.missing"]
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(max_size=2000))
 def test_fuzz_any_text_never_raises(text):
     explain_text(text)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(st.binary(max_size=200), st.sampled_from([
     LINKER.encode(), HEADER.encode(), b"\r", b"\n", b"\x1b[31m", b"\x1b]", b"\xff\xfe", "没有那个文件或目录".encode()[:5]])),
     max_size=40))

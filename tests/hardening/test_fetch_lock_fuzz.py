@@ -39,19 +39,19 @@ def _outcome(text: str):
     return result
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(locks)
 def test_structured_locks(lock):
     _outcome(json.dumps(lock))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.text(max_size=200))
 def test_arbitrary_text(text):
     _outcome(text)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.binary(max_size=200))
 def test_arbitrary_bytes_from_a_file(tmp_path, raw):
     path = tmp_path / "libtorch.lock"
@@ -67,7 +67,7 @@ def test_well_formed_entry_is_accepted():
         KEY: {"sha256": "0" * 64, "nar_hash": NAR}}
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.one_of(json_values.map(lambda v: json.dumps(v).encode()), st.binary(max_size=200)))
 def test_install_record_reader_never_raises(tmp_path, raw):
     from doctor.fetch.record import load_record, read_install_record

@@ -111,7 +111,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cut=st.integers(1, 16752), flips=st.lists(st.tuples(st.integers(0, 8191), st.integers(0, 255)), max_size=20))
 def test_damaged_real_files_are_problems_never_crashes(mac_tree, win_tree, tmp_path, cut, flips):
     """Prefixes of the real libtorch.dylib / torch.dll with bytes changed in their headers."""

@@ -14,7 +14,7 @@ TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=400) | st.sampled
      "Name: x\nVersion: 1\nRequires-Dist: nvidia-nccl-cu12==2.21.5; bad marker ((", "gcc (GCC) 14.2.1"])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(TEXT)
 def test_parsers_never_raise(text):
     parse_nvcc_banner(text)
