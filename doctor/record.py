@@ -36,9 +36,14 @@ def _make(cls: _T, frozen: bool) -> _T:
         cls.__doc__ = f"{cls.__name__}({', '.join(own.get('__annotations__', ()))})"
     cls = dataclasses.dataclass(cls, init=False, repr=False, eq=False)
     fields = dataclasses.fields(cls)
+    # _init takes every field positionally too: a keyword-only one would be accepted where dataclass refuses.
+    keyword_only = [f.name for f in fields if f.kw_only is True]
+    if keyword_only:
+        raise TypeError(f"{cls.__name__}: a record has no keyword-only fields ({', '.join(keyword_only)}); use @dataclass")
     cls.__record_init__ = tuple((f.name, f.init, f.default, f.default_factory) for f in fields)
     cls.__record_repr__ = tuple(f.name for f in fields if f.repr)
     cls.__record_compare__ = tuple(f.name for f in fields if f.compare)
+    cls.__record_post__ = getattr(cls, "__post_init__", None)  # called last, as dataclass's __init__ does
     # A class body that defines __eq__ gets __hash__ = None from Python itself; as dataclass
     # does, only a __hash__ written in the body counts as the class's own.
     own_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
@@ -80,6 +85,9 @@ def _init(self, *args, **kwargs) -> None:
         raise TypeError(f"{type(self).__name__}() takes {given} positional arguments but {len(args)} were given")
     if kwargs:
         raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument {next(iter(kwargs))!r}")
+    post = type(self).__record_post__
+    if post is not None:
+        post(self)
 
 
 def _repr(self) -> str:

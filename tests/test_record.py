@@ -165,3 +165,31 @@ def test_a_frozen_class_with_its_own_eq_hashes_by_its_fields_and_cannot_redefine
 
                 def __setattr__(self, name: str, value: object) -> None:
                     object.__setattr__(self, name, value)
+
+
+def test_post_init_runs_last_as_in_the_dataclass():
+    def body():
+        class Span:
+            """A span."""
+
+            start: int
+            end: int = 0
+            width: int = field(default=0, init=False)
+
+            def __post_init__(self) -> None:
+                self.width = self.end - self.start
+
+        return Span
+
+    oracle, ours = dataclasses.dataclass(body()), record(body())
+    assert repr(ours(2, 7)).split("(", 1)[1] == repr(oracle(2, 7)).split("(", 1)[1] == "start=2, end=7, width=5)"
+
+
+def test_a_keyword_only_field_is_refused_where_a_record_would_take_it_positionally():
+    with pytest.raises(TypeError, match="no keyword-only fields .when."):
+        @record
+        class Later:
+            """A later one."""
+
+            at: str
+            when: int = field(default=0, kw_only=True)
