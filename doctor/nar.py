@@ -370,19 +370,14 @@ def _dump_file(path: bytes, out: bytearray, sink: _Sink) -> bytearray:
             os.close(fd)
 
 
-def _copy_into(path: Path, feed: Callable[[bytes], None]) -> None:
-    with open(path, "rb") as fh:
-        while chunk := fh.read(CHUNK):
-            feed(chunk)
-
-
 def _dump_node(p: Path, st: os.stat_result, update: Callable[[bytes], object]) -> None:
     if stat.S_ISLNK(st.st_mode):
         update(_OPEN + _TYPE + _SYMLINK + _TARGET + _str(os.fsencode(os.readlink(p))) + _CLOSE)
     elif stat.S_ISREG(st.st_mode):
         update(_OPEN + _TYPE + _REGULAR + (_EXECUTABLE + _EMPTY if st.st_mode & stat.S_IXUSR else b"")
                + _CONTENTS + struct.pack("<Q", st.st_size))
-        _copy_into(p, update)
-        update(b"\0" * ((8 - st.st_size % 8) % 8) + _CLOSE)
+        # exactly the size announced, as in a tree: a file that shrinks or grows meanwhile is not hashed wrong
+        _hash_file(os.open(p, _OPEN_FLAGS), st.st_size, os.fsencode(p), update, bytearray(READ))
+        update(_PAD[st.st_size % 8] + _CLOSE)
     else:
         raise ValueError(f"{p}: not a file, directory or symlink")

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from doctor.fetch.extract import nar_hash_zip
+from doctor import nar
 from doctor.nar import nar_hash, nix_base32, sri_to_hex
 
 
@@ -48,6 +49,18 @@ def test_single_file_and_symlink_roots(tmp_path):
     assert nar_hash(f) == nix_hash_sri(f)
     os.symlink("f", tmp_path / "l")
     assert nar_hash(tmp_path / "l") == nix_hash_sri(tmp_path / "l")
+    for size in (0, nar.READ - 1, nar.READ, nar.READ + 1, 3 * nar.READ + 5):  # read READ bytes at a time
+        f.write_bytes(bytes(range(256)) * (size // 256) + b"x" * (size % 256))
+        assert nar_hash(f) == nix_hash_sri(f), size
+
+
+def test_a_single_file_that_shrinks_after_its_stat_is_an_error_not_a_wrong_hash(tmp_path):
+    f = tmp_path / "f"
+    f.write_bytes(b"y" * 20)
+    st = os.lstat(f)
+    f.write_bytes(b"y" * 5)
+    with pytest.raises(ValueError, match="shrank"):
+        nar._dump_node(f, st, hashlib.sha256().update)
 
 
 def test_exclude_top_leaves_the_tree_as_nix_saw_it(tmp_path):
@@ -125,7 +138,6 @@ def sized_tree(root: Path) -> Path:
     """Files on both sides of the sizes where the reader changes its way: empty, whole-read
     small files (up to nar.SMALL), large ones read in pieces (around nar.READ and nar.CHUNK),
     and enough small files that their framing fills more than one hashed block."""
-    from doctor import nar
 
     root.mkdir()
     sizes = [0, 1, 7, 8, 9, nar.SMALL - 1, nar.SMALL, nar.SMALL + 1, nar.READ - 1, nar.READ, nar.READ + 1,
