@@ -177,9 +177,12 @@ class ElfReader:
             _name, kind, _flags, _addr, off, size, link, info, _align, entsize = shdr.unpack_from(table, i * shentsize)
             self.sections.append((kind, off, size, link, info, entsize))
 
-    def _read(self, offset: int, size: int) -> bytes:
+    def _check_fits(self, offset: int, size: int) -> None:
         if offset < 0 or size < 0 or offset + size > self._size:
             raise ElfProblem(f"truncated: a table at byte {offset} of {size} bytes runs past the end ({self._size} bytes)")
+
+    def _read(self, offset: int, size: int) -> bytes:
+        self._check_fits(offset, size)
         data = os.pread(self._fd, size, offset)
         if len(data) != size:
             raise ElfProblem(f"truncated: read {len(data)} of {size} bytes at {offset}")
@@ -197,10 +200,32 @@ class ElfReader:
     def _bytes(self, section) -> bytes:
         return self._read(section[1], section[2])
 
-    def _strings(self, index: int) -> bytes:
+    def _string_table(self, index: int):
         if not 0 <= index < len(self.sections):
             raise ElfProblem(f"a string table index {index} out of range")
-        return self._bytes(self.sections[index])
+        return self.sections[index]
+
+    def _strings(self, index: int) -> bytes:
+        return self._bytes(self._string_table(index))
+
+    def _names(self, index: int):
+        """A function from an offset to the name there in string table `index`, each name read on
+        its own: the dynamic section and the version tables name a few dozen strings of a table
+        that holds every symbol name (libtorch_cpu's is 5 MB, a CUDA build's more; issue 19)."""
+        _kind, start, size = self._string_table(index)[:3]
+        self._check_fits(start, size)
+
+        def name(offset: int) -> str:
+            chunk = 256
+            while offset < size:
+                data = self._read(start + offset, min(chunk, size - offset))
+                end = data.find(b"\0")
+                if end >= 0 or offset + len(data) == size:
+                    return data[:end if end >= 0 else len(data)].decode("utf-8", "replace")
+                chunk *= 16
+            return ""
+
+        return name
 
     @staticmethod
     def _str(table: bytes, offset: int) -> str:
@@ -215,18 +240,18 @@ class ElfReader:
         section = self._first(SHT_DYNAMIC)
         if section is None:
             return needed, runpath, rpath
-        strings = self._strings(section[3])
+        name = self._names(section[3])
         fmt = self._o + ("qQ" if self.elfclass == 64 else "iI")
         data = self._bytes(section)
         for tag, value in struct.iter_unpack(fmt, data[: len(data) // struct.calcsize(fmt) * struct.calcsize(fmt)]):
             if tag == 0:  # DT_NULL
                 break
             if tag == DT_NEEDED:
-                needed.append(self._str(strings, value))
+                needed.append(name(value))
             elif tag == DT_RUNPATH:
-                runpath.extend(p for p in self._str(strings, value).split(":") if p)
+                runpath.extend(p for p in name(value).split(":") if p)
             elif tag == DT_RPATH:
-                rpath.extend(p for p in self._str(strings, value).split(":") if p)
+                rpath.extend(p for p in name(value).split(":") if p)
         return needed, runpath, rpath
 
     def version_needs(self) -> dict[str, list[str]]:
@@ -235,16 +260,16 @@ class ElfReader:
         section = self._first(SHT_GNU_VERNEED)
         if section is None:
             return out
-        strings = self._strings(section[3])
+        name_at = self._names(section[3])
         need, aux = struct.Struct(self._o + "HHIII"), struct.Struct(self._o + "IHHII")
         data, offset = self._bytes(section), 0
         for _ in range(min(section[4], MAX_VERSIONS)):
             _version, count, file, aux_off, nxt = self._unpack(need, data, offset)
-            names = out.setdefault(self._str(strings, file), [])
+            names = out.setdefault(name_at(file), [])
             at = offset + aux_off
             for _ in range(min(count, MAX_VERSIONS)):
                 _hash, _flags, _other, name, aux_next = self._unpack(aux, data, at)
-                names.append(self._str(strings, name))
+                names.append(name_at(name))
                 if not aux_next:
                     break
                 at += aux_next
@@ -259,7 +284,7 @@ class ElfReader:
         section = self._first(SHT_GNU_VERDEF)
         if section is None:
             return out
-        strings = self._strings(section[3])
+        name_at = self._names(section[3])
         vdef, aux = struct.Struct(self._o + "HHHHIII"), struct.Struct(self._o + "II")
         data, offset = self._bytes(section), 0
         for _ in range(min(section[4], MAX_VERSIONS)):
@@ -267,7 +292,7 @@ class ElfReader:
             at = offset + aux_off
             for _ in range(min(count, MAX_VERSIONS)):
                 name, aux_next = self._unpack(aux, data, at)
-                out.append(self._str(strings, name))
+                out.append(name_at(name))
                 if not aux_next:
                     break
                 at += aux_next

@@ -4,6 +4,7 @@ g++-built libc10 fixtures, the torch wheel's libraries, this machine's libstdc++
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,7 +16,8 @@ from doctor.probe.elf import ElfProblem, ElfReader, read_elf
 from doctor.probe.ldcache import parse_ld_so_cache
 
 
-def oracle(path: Path) -> dict:
+def oracle(path: Path, symbols: bool = True) -> dict:
+    """What pyelftools reads; symbols=False leaves out the symbol table (libtorch_cpu's ~10⁵)."""
     with open(path, "rb") as fh:
         elf = ELFFile(fh)
         out = {"class": elf.elfclass, "little": elf.little_endian, "needed": [], "runpath": [], "rpath": [],
@@ -36,7 +38,7 @@ def oracle(path: Path) -> dict:
             elif kind == "SHT_GNU_verdef":
                 for _d, auxes in section.iter_versions():
                     out["verdef"] += [a.name for a in auxes]
-            elif kind == "SHT_DYNSYM":
+            elif kind == "SHT_DYNSYM" and symbols:
                 for sym in section.iter_symbols():
                     if sym.name:
                         undef = sym["st_shndx"] == "SHN_UNDEF"
@@ -120,3 +122,41 @@ def test_abi_counts_on_bytes_equal_counting_decoded_names(wheel_root, abi_libs):
     with open(wheel_root / "lib/libc10.so", "rb") as fh:
         cxx11, old = ElfReader(fh).abi_counts()
     assert cxx11 > 50 and old == 0  # the 2.13 wheel is a C++11 ABI build
+
+
+def test_long_run_path_names_cross_the_reads_and_match_pyelftools(tmp_path):
+    # Names are read one by one in growing reads (256 bytes, then 4 KiB, ...): entries longer
+    # than each read must come back whole.
+    src = tmp_path / "c10.c"
+    src.write_text("int c10_version(void) { return 1; }\n")
+    entries = ["/opt/" + "a" * 300, "$ORIGIN/" + "b" * 5000, "/usr/lib"]
+    lib = tmp_path / "libc10-long.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib), str(src), "-Wl,-rpath," + ":".join(entries)],
+                   check=True)
+    assert ours(lib) == oracle(lib)
+    assert read_elf("libc10.so", str(lib)).runpath == entries
+
+
+def test_libtorch_cpu_names_are_read_without_its_whole_string_table(wheel_root, monkeypatch):
+    import doctor.probe.elf as elf
+
+    path = wheel_root / "lib/libtorch_cpu.so"
+    read = []
+    real_pread = os.pread
+
+    def counting_pread(fd, size, offset):
+        data = real_pread(fd, size, offset)
+        read.append(len(data))
+        return data
+
+    monkeypatch.setattr(elf.os, "pread", counting_pread)
+    with open(path, "rb") as fh:
+        reader = ElfReader(fh)
+        got = reader.dynamic(), reader.version_needs()
+    monkeypatch.undo()
+    expected = oracle(path, symbols=False)
+    assert got == ((expected["needed"], expected["runpath"], expected["rpath"]), expected["verneed"])
+    assert "libc10.so" in got[0][0]
+    # its .dynstr is megabytes (every symbol name); the two tables name a few dozen strings
+    assert sum(read) < 64 << 10, sum(read)
+
