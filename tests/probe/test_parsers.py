@@ -17,6 +17,7 @@ from doctor.probe.versions import (
     parse_torch_config_cmake,
     parse_version_h,
     parse_version_py,
+    pep440_release,
     split_local,
 )
 
@@ -164,3 +165,29 @@ def test_binary_parsers_never_raise(data):
     parse_ld_so_cache(data)
     parse_ld_so_cache(b"glibc-ld.so.cache1.1" + data)
     newest_symbol_versions(data)
+
+
+def packaging_release(text: str) -> str | None:
+    """pep440_release's rules with packaging alone: the oracle of its fast path."""
+    from packaging.version import InvalidVersion, Version
+
+    if len(text) > 100:
+        return None
+    try:
+        release = Version(text).release
+    except (InvalidVersion, ValueError):
+        return None
+    return None if len(release) > 4 or max(release) > 10**6 else ".".join(map(str, release))
+
+
+@given(st.from_regex(r"(0|[1-9][0-9]{0,7}|0[0-9]{1,3})(\.(0|[1-9][0-9]{0,7})){0,5}(\+[a-zA-Z0-9._-]{0,80})?", fullmatch=True)
+       | st.from_regex(r"v?[0-9.]{1,12}(a|b|rc|\.dev|\.post)?[0-9]{0,3}(\+[a-z0-9]{0,5})?\s?", fullmatch=True)
+       | st.text(max_size=40))
+def test_pep440_release_equals_packaging(text):
+    assert pep440_release(text) == packaging_release(text)
+
+
+def test_pep440_release_of_what_torch_says():
+    assert [pep440_release(t) for t in ("2.13.0+cpu", "2.13.0", "2.14.0.dev20260101+cu130", "2.7.1+rocm6.3",
+                                        "02.13", "2.13.0abc", "1.2.3.4.5", "2.13.0+" + "a" * 95)] == [
+        "2.13.0", "2.13.0", "2.14.0", "2.7.1", "2.13", None, None, None]
