@@ -142,6 +142,9 @@ _MARKED_TORCH_NAME = re.compile(b"\\0((?:" + b"|".join(re.escape(p) for p in _TO
                                 + re.escape(_CXX11_BYTES) + b"|" + re.escape(_OLD_BYTES) + b")[^\\0]*)")
 EM_NAMES = {62: "x86_64", 183: "aarch64", 3: "i386", 40: "arm", 21: "ppc64le"}
 MAX_VERSIONS = 1 << 16  # version entries followed in one table (a loop of vn_next ends here)
+# A string table up to this size is read whole when a few names are wanted: one read of 1 MiB
+# from the page cache costs about what ~60 reads of single names do.
+WHOLE_TABLE = 1 << 20
 
 
 class ElfReader:
@@ -172,6 +175,7 @@ class ElfReader:
         if shnum and shentsize < shdr.size:
             raise ElfProblem(f"section header entries of {shentsize} bytes (an ELF{self.elfclass} one has {shdr.size})")
         table = self._read(shoff, shentsize * shnum)
+        self._tables: dict[int, bytes] = {}  # string tables read whole, by section index
         self.sections = []  # (type, offset, size, link, info, entsize)
         for i in range(shnum):
             _name, kind, _flags, _addr, off, size, link, info, _align, entsize = shdr.unpack_from(table, i * shentsize)
@@ -206,13 +210,20 @@ class ElfReader:
         return self.sections[index]
 
     def _strings(self, index: int) -> bytes:
-        return self._bytes(self._string_table(index))
+        if index not in self._tables:
+            self._tables[index] = self._bytes(self._string_table(index))
+        return self._tables[index]
 
     def _names(self, index: int):
-        """A function from an offset to the name there in string table `index`, each name read on
-        its own: the dynamic section and the version tables name a few dozen strings of a table
-        that holds every symbol name (libtorch_cpu's is 5 MB, a CUDA build's more; issue 19)."""
+        """A function from an offset to the name there in string table `index`. The dynamic
+        section and the version tables name a few dozen strings of the table that holds every
+        symbol name: a table of up to WHOLE_TABLE bytes is read once (libc10's, 85 KB, which the
+        ABI count reads anyway), a larger one name by name (libtorch_cpu's is 5 MB, a CUDA
+        build's more; issue 19)."""
         _kind, start, size = self._string_table(index)[:3]
+        if size <= WHOLE_TABLE:
+            table = self._strings(index)
+            return lambda offset: self._str(table, offset)
         self._check_fits(start, size)
 
         def name(offset: int) -> str:

@@ -124,9 +124,14 @@ def test_abi_counts_on_bytes_equal_counting_decoded_names(wheel_root, abi_libs):
     assert cxx11 > 50 and old == 0  # the 2.13 wheel is a C++11 ABI build
 
 
-def test_long_run_path_names_cross_the_reads_and_match_pyelftools(tmp_path):
-    # Names are read one by one in growing reads (256 bytes, then 4 KiB, ...): entries longer
-    # than each read must come back whole.
+@pytest.mark.parametrize("whole_table", [0, 1 << 20])
+def test_long_run_path_names_cross_the_reads_and_match_pyelftools(tmp_path, monkeypatch, whole_table):
+    # A large string table's names are read one by one in growing reads (256 bytes, then 4 KiB,
+    # ...): entries longer than each read must come back whole. WHOLE_TABLE=0 takes that path
+    # for this small library; the default reads its table at once.
+    import doctor.probe.elf as elf
+
+    monkeypatch.setattr(elf, "WHOLE_TABLE", whole_table)
     src = tmp_path / "c10.c"
     src.write_text("int c10_version(void) { return 1; }\n")
     entries = ["/opt/" + "a" * 300, "$ORIGIN/" + "b" * 5000, "/usr/lib"]
