@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from doctor.model import Finding, Level, Report
 from doctor.quoting import valid_unicode
+from doctor.render.text import labels_kept
 
 # Only these levels become annotations; ok/info findings stay in the log.
 COMMAND = {Level.ERROR: "error", Level.WARNING: "warning"}
@@ -31,6 +32,9 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
+LABELS = ("fix:", "docs:")  # the lines an annotation's message starts with its own words
+
+
 def annotation(finding: Finding, strict: bool = False) -> str | None:
     """One `::error title=…::message` line, or None for findings that are not problems."""
     level = finding.level
@@ -40,9 +44,10 @@ def annotation(finding: Finding, strict: bool = False) -> str | None:
     if command is None:
         return None
     title = f"{finding.title} [{finding.id}]"
-    parts = [finding.detail.strip()] if finding.detail.strip() else []
+    parts = labels_kept(finding.detail.strip().split("\n"), LABELS) if finding.detail.strip() else []
     if finding.fix:
-        parts.append(f"fix: {finding.fix.strip()}")
+        fix = labels_kept(finding.fix.strip().split("\n"), LABELS)
+        parts += [f"fix: {fix[0]}", *fix[1:]]
     parts.append(f"docs: {finding.docs}")
     return f"::{command} title={escape_property(title)}::{escape_data(chr(10).join(parts))}"
 

