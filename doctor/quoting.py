@@ -64,9 +64,9 @@ _BARE = re.compile(r"[A-Za-z0-9_@%+,./:-][A-Za-z0-9_@%+=,./:-]*")
 def sh_paste(value: str) -> str:
     """`value` for a command shown to be pasted: bare when it holds only characters no shell treats
     specially (keeps everyday fixes readable), single-quoted otherwise. A leading '=' is quoted:
-    zsh expands `=cmd` to a path. Control characters and the bytes of an undecodable name go in
-    `$'\\xNN'` pieces, as GNU ls's shell-escape quoting writes them: the text shown is then the
-    value's exact bytes in bash and zsh (dash before POSIX.1-2024 stops at the `$'`)."""
+    zsh expands `=cmd` to a path. Control characters (LF included) and the bytes of an undecodable
+    name go in `$'\\xNN'` pieces, as GNU ls's shell-escape quoting writes them: the text shown is
+    then the value's exact bytes in bash and zsh (dash before POSIX.1-2024 stops at the `$'`)."""
     if "\0" in value:
         # Only text from a log can hold NUL (no real path can): show it, the command could not use it.
         value = value.replace("\0", "\\x00")
@@ -85,9 +85,11 @@ def sh_paste(value: str) -> str:
 
 @functools.cache
 def _unshowable() -> re.Pattern[str]:
-    # What for_terminal shows as an escape (TAB and LF it shows as they are): in plain quotes, the
-    # pasted command would hold the escape's text (`\xff`), naming another path.
-    return re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]+")
+    # What for_terminal shows as an escape (TAB it shows as it is): in plain quotes, the pasted
+    # command would hold the escape's text (`\xff`), naming another path. LF too: inside quotes it
+    # is exact, but a command shown on one line cannot hold it, and on two lines its second line
+    # would read as a line of the report (render/text.py `labels_kept`).
+    return re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\ud800-\udfff]+")
 
 
 def _bytes_of(ch: str) -> bytes:

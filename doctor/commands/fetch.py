@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,7 +10,7 @@ import click
 from doctor.catalog.releases import ABIS, CHANNELS, PLATFORMS
 from doctor.emit import FORMATS
 from doctor.commands._say import say
-from doctor.quoting import for_terminal
+from doctor.quoting import for_terminal, sh_paste
 
 if TYPE_CHECKING:
     from doctor.fetch.pipeline import Outcome
@@ -105,18 +104,19 @@ def command(version, variant, abi, platform, debug, channel, url, archive, from_
 
     def log(line: str) -> None:
         if not quiet:
-            say(line)
+            say(line, one_line=True)
 
     if not verify_tree and host.noexec(plan.dest):
         say(f"note: {plan.dest} is on a file system mounted noexec: the tree installs, but no program will be able "
-            "to load its libraries ('failed to map segment from shared object'); choose another --dest or LIBTORCH_HOME")
+            "to load its libraries ('failed to map segment from shared object'); choose another --dest or LIBTORCH_HOME",
+            one_line=True)
     on_behalf = host.sudo_user()
     if on_behalf and not verify_tree:
         from doctor.fetch.sudo import sudo_note
 
         note = sudo_note(*on_behalf, plan.dest)
         if note:
-            say(note)
+            say(note, one_line=True)
     opts = FetchOptions(force=force, verify_tree=verify_tree, offline=offline, update_lock=update_lock,
                         keep_archive=keep_archive, retries=retries, backoff=backoff, timeout=timeout)
     outcome = fetch(host, plan, opts, log)
@@ -135,7 +135,7 @@ def command(version, variant, abi, platform, debug, channel, url, archive, from_
         text, messages = emit_to(emit_fmt, host, find_install(host, outcome.dest))
         click.echo(text, nl=False)
         for line in messages:
-            say(line)
+            say(line, one_line=True)
         return 0
     click.echo(for_terminal(summary))
     return 0
@@ -170,8 +170,8 @@ def _outcome_text(plan: Plan, outcome: Outcome) -> str:
     lines.append(f"  nar     {rec.get('nar_hash')}")
     if lock_line:
         lines.append(f"  lock    {lock_line}")
-    lines.append(f'Next: eval "$(doctor emit setenv --libtorch {shlex.quote(str(outcome.dest))})"')
-    return "\n".join(lines)
+    lines.append(f'Next: eval "$(doctor emit setenv --libtorch {sh_paste(str(outcome.dest))})"')
+    return _one_line_each(lines)
 
 
 def _plan_text(plan: Plan) -> str:
@@ -196,7 +196,13 @@ def _plan_text(plan: Plan) -> str:
     out = ["Plan (dry run: nothing fetched)"] + [f"  {k:<9} {v}" for k, v in rows]
     for i, note in enumerate(d["notes"]):
         out.append(f"  {'why' if i == 0 else '':<9} {note}")
-    return "\n".join(out)
+    return _one_line_each(out)
+
+
+def _one_line_each(lines: list[str]) -> str:
+    # Each line holds one value (a destination, a URL): a newline in it is shown as \\n, so no
+    # value adds a line of its own ("Next: curl … | sh") to what the doctor prints.
+    return "\n".join(for_terminal(line, one_line=True) for line in lines)
 
 
 def machine_gpu_facts(host: Host) -> GpuFacts:

