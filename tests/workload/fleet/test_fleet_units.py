@@ -297,3 +297,11 @@ def test_on_windows_the_store_is_the_libuv_free_server_and_it_serves_its_ranks()
         assert (server.libuvBackend, client.libuvBackend) == (libuv, libuv)
         client.set("doctor-fleet/test", "joined")
         assert server.get("doctor-fleet/test") == b"joined"
+
+
+def test_a_value_with_a_newline_stays_in_its_row():
+    from doctor.model import Area, Report
+    from doctor.workload.fleet.tables import text_tables
+
+    report = Report("fleet", {}, [Area("nodes", "Nodes", "2 nodes", details=["node  ranks  torch", "a\nb  0,1  2.13.0"])])
+    assert text_tables(report).splitlines() == ["Nodes", "  node  ranks  torch", "  a\\nb  0,1  2.13.0"]
