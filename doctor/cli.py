@@ -119,13 +119,14 @@ def main(argv: list[str] | None = None) -> int:
 
         text = traceback.format_exc()
         where = write_crash_report(text, args)
-        _say(text)
+        _say(text, one_line=False)
         _say(
             f"torch-doctor {__version__} crashed (a bug, not your setup).\n"
             + (f"crash report: {where}\n" if where else "")
             + "Please report it with the traceback above"
             + (" (saved in the crash report)" if where else "")
-            + " and `doctor check --json`."
+            + " and `doctor check --json`.",
+            one_line=False,
         )
         command = json_command(args)
         if command:
@@ -259,9 +260,9 @@ def _fail(args: list[str], code: int, id: str, message: str, hint: str) -> int:
     if code == 2 and not hint:  # every usage error says where to look
         command = next((w for w in args if w in COMMANDS), None)
         hint = f"see `doctor{' ' + command if command else ''} --help`"
-    _say(f"error: {message}", one_line=True)
+    _say(f"error: {message}")
     if hint:
-        _say(f"hint: {hint}", one_line=True)
+        _say(f"hint: {hint}")
     command = json_command(args)
     if command:
         _print_json_error(command, code, id, message, hint)
@@ -318,7 +319,7 @@ def json_command(args: list[str]) -> str | None:
     return command if wants else None
 
 
-def _say(text: str, one_line: bool = False) -> None:
+def _say(text: str, one_line: bool = True) -> None:
     from doctor.commands._say import say  # a message quotes paths, URLs and tool output
 
     say(text, one_line)

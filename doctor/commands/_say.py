@@ -9,9 +9,10 @@ import click
 from doctor.quoting import for_terminal
 
 
-def say(text: str, one_line: bool = False) -> None:
-    """`one_line`: the text is one line by contract (`error: …`, `hint: …`), so a newline inside
-    it comes from a value (a path holding one and "hint: curl … | sh") and is shown as \\n."""
+def say(text: str, one_line: bool = True) -> None:
+    """A message is one line (`error: …`, `hint: …`, `note: …`), so a newline inside it comes from
+    a value (a path holding one and "hint: curl … | sh") and is shown as \\n. `one_line=False`
+    for a text made of lines, each of which quotes its value itself (fetch's summary)."""
     try:
         click.echo(for_terminal(text, one_line=one_line), err=True)
     except OSError:

@@ -47,5 +47,5 @@ def command(fmt: str, root: Path | None, output: Path | None, shell: str | None,
     text, messages = emit_to(fmt, host, install, output, shell, **options)
     click.echo(text, nl=False)
     for line in messages:
-        say(line, one_line=True)
+        say(line)
     return 0

@@ -104,19 +104,18 @@ def command(version, variant, abi, platform, debug, channel, url, archive, from_
 
     def log(line: str) -> None:
         if not quiet:
-            say(line, one_line=True)
+            say(line)
 
     if not verify_tree and host.noexec(plan.dest):
         say(f"note: {plan.dest} is on a file system mounted noexec: the tree installs, but no program will be able "
-            "to load its libraries ('failed to map segment from shared object'); choose another --dest or LIBTORCH_HOME",
-            one_line=True)
+            "to load its libraries ('failed to map segment from shared object'); choose another --dest or LIBTORCH_HOME")
     on_behalf = host.sudo_user()
     if on_behalf and not verify_tree:
         from doctor.fetch.sudo import sudo_note
 
         note = sudo_note(*on_behalf, plan.dest)
         if note:
-            say(note, one_line=True)
+            say(note)
     opts = FetchOptions(force=force, verify_tree=verify_tree, offline=offline, update_lock=update_lock,
                         keep_archive=keep_archive, retries=retries, backoff=backoff, timeout=timeout)
     outcome = fetch(host, plan, opts, log)
@@ -131,11 +130,11 @@ def command(version, variant, abi, platform, debug, channel, url, archive, from_
     if emit_fmt:
         from doctor.emit import emit_to, find_install
 
-        say(summary)
+        say(summary, one_line=False)
         text, messages = emit_to(emit_fmt, host, find_install(host, outcome.dest))
         click.echo(text, nl=False)
         for line in messages:
-            say(line, one_line=True)
+            say(line)
         return 0
     click.echo(for_terminal(summary))
     return 0
@@ -200,7 +199,7 @@ def _plan_text(plan: Plan) -> str:
 
 
 def _one_line_each(lines: list[str]) -> str:
-    # Each line holds one value (a destination, a URL): a newline in it is shown as \\n, so no
+    # Each line holds one value (a destination, a URL): a newline in it is shown as \n, so no
     # value adds a line of its own ("Next: curl … | sh") to what the doctor prints.
     return "\n".join(for_terminal(line, one_line=True) for line in lines)
 

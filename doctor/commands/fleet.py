@@ -39,7 +39,7 @@ def command(timeout: float, max_size: int, iters: int, fmt: str | None, as_json:
     outcome = run_fleet(Host.from_system(), timeout, sizes, iters)
     if outcome.report is None:
         if outcome.reason:
-            say(f"error: {outcome.reason}", one_line=True)
+            say(f"error: {outcome.reason}")
             # Machine output is an envelope, failures included; but only rank 0 writes stdout
             # (the ranks share it under a launcher: one JSON document, not one per rank).
             if fmt == "json" and outcome.rank == 0:
