@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from doctor.model import Finding, Level, Report
 from doctor.quoting import valid_unicode
-from doctor.render.text import labels_kept
+from doctor.render.text import message_lines
 
 # Only these levels become annotations; ok/info findings stay in the log.
 COMMAND = {Level.ERROR: "error", Level.WARNING: "warning"}
@@ -44,11 +44,7 @@ def annotation(finding: Finding, strict: bool = False) -> str | None:
     if command is None:
         return None
     title = f"{finding.title} [{finding.id}]"
-    parts = labels_kept(finding.detail.strip().split("\n"), LABELS) if finding.detail.strip() else []
-    if finding.fix:
-        fix = labels_kept(finding.fix.strip().split("\n"), LABELS)
-        parts += [f"fix: {fix[0]}", *fix[1:]]
-    parts.append(f"docs: {finding.docs}")
+    parts = [*message_lines(finding, LABELS), f"docs: {finding.docs}"]
     return f"::{command} title={escape_property(title)}::{escape_data(chr(10).join(parts))}"
 
 

@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 
 from doctor.model import Finding, Level, Report
 from doctor.quoting import valid_unicode
-from doctor.render.text import labels_kept
+from doctor.render.text import message_lines
 
 # XML 1.0 forbids most control characters even when escaped; log excerpts can contain them.
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -33,12 +33,7 @@ LABELS = ("fix:", "evidence:", "docs:")  # the lines of a failure's text that th
 
 
 def _body(f: Finding) -> str:
-    lines = [f"[{f.level.value}] {f.title}"]
-    if f.detail.strip():
-        lines += labels_kept(f.detail.strip().split("\n"), LABELS)
-    if f.fix:
-        fix = labels_kept(f.fix.strip().split("\n"), LABELS)
-        lines += [f"fix: {fix[0]}", *fix[1:]]
+    lines = [f"[{f.level.value}] {f.title}", *message_lines(f, LABELS)]
     lines.extend("evidence: " + str(e).replace("\n", "\\n") for e in f.evidence)
     lines.append(f"docs: {f.docs}")
     return _clean("\n".join(lines))

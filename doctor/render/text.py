@@ -70,6 +70,16 @@ def labels_kept(lines: list[str], labels: tuple[str, ...]) -> list[str]:
     return out
 
 
+def message_lines(f: Finding, labels: tuple[str, ...]) -> list[str]:
+    """A finding's detail and its `fix: …` lines for a plain-text message (a GitHub annotation,
+    a JUnit failure), with `labels` left to the message (labels_kept)."""
+    lines = labels_kept(f.detail.strip().split("\n"), labels) if f.detail.strip() else []
+    if f.fix:
+        fix = labels_kept(f.fix.strip().split("\n"), labels)
+        lines += [f"fix: {fix[0]}", *fix[1:]]
+    return lines
+
+
 def _summary(report: Report) -> str:
     findings = report.findings
     errors = sum(f.level is Level.ERROR for f in findings)
