@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -42,7 +43,14 @@ def hermetic_session(tmp_path_factory):
     function-scoped one (a module's `doctor check --json` report, for instance)."""
     mp = pytest.MonkeyPatch()
     _isolate(mp, tmp_path_factory.mktemp("session-home"))
+    # A background job (`scripts/test &`, a non-interactive shell's `&`) starts with SIGINT
+    # ignored, every doctor a test starts would inherit that and rightly keep it ignored, and the
+    # Ctrl-C tests would see no Ctrl-C: the runner gets the default a terminal gives.
+    sigint = signal.getsignal(signal.SIGINT)
+    if sigint is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
+    signal.signal(signal.SIGINT, sigint)
     mp.undo()
 
 
