@@ -689,6 +689,18 @@ DISTRIBUTED: tuple[Rule, ...] = (
                  "torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. 1/3 clients joined."),
             sign(r"DistStoreError: wait timeout after (?P<after>\S+), keys: (?P<key>\S+)", "wait timeout after",
                  "DistStoreError: wait timeout after 100ms, keys: /the_key"),
+            # A client that never reached the store's host and port. An issue title often ends
+            # before the address, so the address is read where it is there.
+            sign(r"The client socket has timed out after (?P<after>\d+m?s) while trying to connect to"
+                 r"(?: \((?P<host>[^,()\s]+), (?P<port>[^()\s]+)\))?",
+                 "The client socket has timed out after",
+                 "[E521 15:43:02.707733876 socket.cpp:1023] [c10d] The client socket has timed out after 600000ms while "
+                 "trying to connect to (172.18.21.4, 37907).",
+                 "I faced a weird problem `torch.distributed.DistNetworkError: The client socket has timed out after "
+                 "600000ms while trying to connect to (PRIVATE_IP, PORT)`.  Do you guys know this error? Below is my "
+                 "training script.",
+                 basis="torch 2.13's libtorch_cpu.so words it 'The client socket has timed out after {} while trying to "
+                       "connect to ({}, {}).'; torch 2.0 printed the time in seconds ('after 1800s')"),
         ),
     ),
     Rule(
