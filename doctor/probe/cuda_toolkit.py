@@ -47,6 +47,7 @@ class HostCompiler:
     kind: str | None  # "gcc" | "clang" | None
     version: str | None  # "13.2.0"
     evidence: list[Evidence] = field(default_factory=list)
+    problem: str = ""  # why `--version` gave no answer: "/usr/bin/gcc timed out after 5 s", "… exited with status 1"
 
 
 @record
@@ -212,6 +213,8 @@ def find_host_compiler(host: Host, timeout: float) -> tuple[HostCompiler | None,
     run = host.ask([str(host.real(path)), "--version"], timeout=timeout)
     if run.ok:
         compiler.kind, compiler.version = parse_compiler_banner(run.stdout)
+    else:
+        compiler.problem = run.error or f"`{path} --version` exited with status {run.returncode}"
     said = run.stdout.strip().splitlines()[:1] or [run.error or f"exit status {run.returncode}"]
     compiler.evidence.append(Evidence("command", f"{path} --version", said[0]))
     return compiler, allow

@@ -117,3 +117,25 @@ def test_a_cuda_home_that_names_no_folder_says_what_it_names(fake_root):
     (fake_root / "empty-tk").mkdir()
     (finding,) = _area(fake_root, {"CUDA_HOME": "/empty-tk"}, python_cuda="12.8").findings
     assert finding.title == "CUDA_HOME=/empty-tk has no bin/nvcc"
+
+
+def test_a_host_compiler_that_hangs_or_fails_is_reported_with_a_toolkit(fake_root):
+    """nvcc runs its host compiler for every .cu file: one that hangs on --version hangs builds too."""
+    from testsupport.cuda_fakes import script
+
+    toolkit(fake_root / "tk", "12.8")
+    gcc = fake_root / "bin" / "gcc"
+    gcc.write_text("#!/bin/sh\nexec /bin/sleep 30\n")
+    gcc.chmod(0o755)
+    facts = detect_cuda_toolkit(Host.for_test(fake_root, {"CUDA_HOME": "/tk"}), timeout=0.5)
+    area = cuda_stack_area(facts, None, None)
+    assert _ids(area) == [("probe.failed", Level.WARNING)]
+    f = area.findings[0]
+    assert f.title == f"could not determine nvcc's host compiler: {fake_root / 'bin/gcc'} timed out after 0.5 s"
+    assert "run `/bin/gcc --version` yourself" in f.fix  # the path as the host names it (fake root: /bin/gcc)
+    script(gcc, "", rc=4)
+    area = cuda_stack_area(detect_cuda_toolkit(Host.for_test(fake_root, {"CUDA_HOME": "/tk"})), None, None)
+    assert area.findings[0].title.endswith("`/bin/gcc --version` exited with status 4")
+    # without a toolkit the host compiler is nobody's business
+    facts = detect_cuda_toolkit(Host.for_test(fake_root, {}), timeout=0.5)
+    assert facts.host_compiler.problem and cuda_stack_area(facts, None, None).findings == []
