@@ -292,3 +292,12 @@ def same_versions_on_every_node(nccl: Sequence[str] = ()) -> str:
             "take its place there (a system libnccl2, an nvidia-nccl-cu* of another version, LD_LIBRARY_PATH)" + seen
             + "; compare the nodes with python -c 'import torch; print(torch.__version__, torch.cuda.nccl.version())', "
             "or run `doctor fleet` with the job's launcher: it names the nodes whose torch or NCCL differs")
+
+
+def store_reachable(host: str, port: str) -> str:
+    """A rank that timed out connecting to the rendezvous store at host:port (a name or address
+    the caller has checked: it is shown in a command)."""
+    return (f"check from the node that failed that {host}:{port} answers while the job starts (nc -zv "
+            f"{sh_paste(host)} {port}): it must be rank 0's MASTER_ADDR and MASTER_PORT, an address every node "
+            "reaches, and rank 0 must be up and listening before the others give up; run `doctor fleet` with the "
+            "same launcher: it names the ranks and hosts that do not join")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -40,6 +41,42 @@ def _version_mismatch(match: Match, facts: MachineFacts) -> Advice:
                   subject=" vs ".join(releases) or "NCCL")
 
 
+# A host name or an IPv4/IPv6 address, and a port: what a log's "connect to (HOST, PORT)" may put
+# into the advice's command. Anything else ("PRIVATE_IP, PORT" as a reporter redacted it, or a
+# hostile log's text) gets the rule's own advice.
+_HOST = re.compile(r"[A-Za-z0-9:][A-Za-z0-9.:-]{0,252}")
+_PORT = re.compile(r"[0-9]{1,5}")
+_CONTAINER_ID = re.compile(r"[0-9a-f]{12}")  # the hostname Docker gives a container: its short ID
+
+
+def _store_address(match: Match) -> tuple[str, str] | None:
+    for hit in match.triggers:
+        host, port = hit.groups.get("host"), hit.groups.get("port")
+        if host and port and _HOST.fullmatch(host) and _PORT.fullmatch(port) and int(port) <= 65535:
+            return host, port
+    return None
+
+
+def _store_timeout(match: Match, facts: MachineFacts) -> Advice:
+    address = _store_address(match)
+    if address is None:
+        return Advice(match.rule.title, [match.rule.cause], match.rule.fix)
+    host, port = address
+    detail = [match.rule.cause, f"The log shows a rank that gave up connecting to the store at {host}:{port}: nothing "
+              "answered there in time (rank 0 had not created the store yet, or had died), or the network between "
+              "them dropped the connection."]
+    if host == "localhost" or host.startswith("127.") or host == "::1":
+        detail.append(f"{host} is a loopback address: only ranks on that same machine can reach it; a job over "
+                      "several nodes needs MASTER_ADDR set to an address of rank 0's node that the others reach.")
+    elif _CONTAINER_ID.fullmatch(host):
+        detail.append(f"{host} looks like the hostname Docker gives a container (its ID), which other machines "
+                      "cannot resolve: set MASTER_ADDR to the node's IP address, or run the containers with "
+                      "--network host.")
+    return Advice(f"a rank could not reach the rendezvous store at {host}:{port}", detail,
+                  fixes.store_reachable(host, port), subject=f"{host}:{port}")
+
+
 DIST_ADVISORS: dict[str, Callable[[Match, MachineFacts], Advice]] = {
     "dist.version-mismatch": _version_mismatch,
+    "dist.store-timeout": _store_timeout,
 }
