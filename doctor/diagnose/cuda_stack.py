@@ -13,6 +13,7 @@ from doctor.catalog.toolkit import host_compiler_limit, major_minor, newest_cuda
 from doctor.diagnose.common import not_a_directory
 from doctor.model import Area, Evidence, Finding, Level
 from doctor.probe.cuda_toolkit import CudaToolkitFacts
+from doctor.quoting import sh_paste
 
 
 def cuda_of_variant(variant: str | None) -> str | None:
@@ -113,14 +114,14 @@ def cuda_stack_area(t: CudaToolkitFacts, python_cuda: str | None, libtorch_cuda:
                 detail="Make-based and CMake builds call the nvcc on PATH, torch extensions the one in CUDA_HOME.",
                 fix=f"export PATH={active.root}/bin:$PATH", area="cuda",
                 evidence=active.evidence + nvcc_path.evidence, subject="PATH"))
-    if active and active.nvcc and hc and hc.problem:
+    if active and active.nvcc and hc and hc.path and hc.problem:
         findings.append(Finding(
             "probe.failed", Level.WARNING, f"could not determine nvcc's host compiler: {hc.problem}",
             detail=f"nvcc runs the host compiler ({hc.chosen_by}) for every .cu file: one that hangs or fails here "
                    "stops CUDA builds too.",
-            fix=f"run `{hc.path} --version` yourself and repair or replace that compiler (nvcc takes another one "
-                "from CUDAHOSTCXX or NVCC_CCBIN)",
-            area="cuda", evidence=hc.evidence, subject=hc.path or hc.chosen_by))
+            fix=f"run `{sh_paste(hc.path)} --version` yourself and repair or replace that compiler (nvcc takes "
+                "another one from CUDAHOSTCXX or NVCC_CCBIN)",
+            area="cuda", evidence=hc.evidence, subject=hc.path))
     limit = host_compiler_limit(active.release if active else None)
     if limit and hc and hc.kind and hc.version:
         major = int(hc.version.split(".")[0])
