@@ -6,7 +6,7 @@ from doctor.diagnose.cuda_stack import cuda_stack_area
 from doctor.host import Host
 from doctor.model import Level
 from doctor.probe.cuda_toolkit import detect_cuda_toolkit
-from testsupport.cuda_fakes import compiler, toolkit
+from testsupport.cuda_fakes import compiler, script, toolkit
 
 
 def _area(root, env, python_cuda=None, libtorch_cuda=None):
@@ -121,8 +121,6 @@ def test_a_cuda_home_that_names_no_folder_says_what_it_names(fake_root):
 
 def test_a_host_compiler_that_hangs_or_fails_is_reported_with_a_toolkit(fake_root):
     """nvcc runs its host compiler for every .cu file: one that hangs on --version hangs builds too."""
-    from testsupport.cuda_fakes import script
-
     toolkit(fake_root / "tk", "12.8")
     gcc = fake_root / "bin" / "gcc"
     gcc.write_text("#!/bin/sh\nexec /bin/sleep 30\n")
