@@ -223,6 +223,14 @@ def pyenv_area(p) -> Area | None:
             fix=f"activate the environment of {p.python} (source <venv>/bin/activate, conda activate), or run "
                 f"`doctor check --python {p.python_on_path}` to inspect that one",
             area="python-env", evidence=p.evidence, subject=p.python_on_path))
+    if p.python_on_path and p.python_on_path_problem:
+        findings.append(Finding(
+            "probe.failed", Level.WARNING, f"`python` on PATH does not work: {p.python_on_path_problem}",
+            detail="Commands you type (python, pip, setup.py, CMake's find_package(Python)) start this one, not the "
+                   "interpreter inspected, and this report cannot say what they see.",
+            fix=f"run `{sh_paste(p.python_on_path)} -c 'import sys; print(sys.executable)'` yourself, then repair it or "
+                "put a working interpreter first on PATH (`doctor check --python <interpreter>` inspects another one)",
+            area="python-env", evidence=p.evidence, subject=p.python_on_path))
     torch = next((pkg for pkg in p.packages if pkg.name == "torch"), None)
     if torch and p.torch_import and not p.torch_import_installed:
         findings.append(_torch_shadowed(p, torch))

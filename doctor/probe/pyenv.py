@@ -68,6 +68,7 @@ class PyEnvFacts:
     variables: dict[str, str] = field(default_factory=dict)
     python_on_path: str | None = None  # `python` (or `python3`) on PATH: its sys.executable
     python_on_path_prefix: str | None = None  # and its sys.prefix
+    python_on_path_problem: str = ""  # why it gave neither ("/usr/bin/python timed out after 5 s", "… exited with status 1: …")
     # The torch package `import torch` takes: a torch/ in the current folder first (python -c, -m,
     # the REPL and a script here put it there), then sys.path in order.
     torch_import: str | None = None
@@ -123,15 +124,26 @@ def same_interpreter(host: Host, a: str, b: str) -> bool:
         return False
 
 
-def ask_python_on_path(host: Host, python: str) -> tuple[str, str] | None:
-    """(sys.executable, sys.prefix) of `python`, or None when it does not answer like a Python."""
+def ask_python_on_path(host: Host, python: str) -> tuple[tuple[str, str] | None, str]:
+    """((sys.executable, sys.prefix), "") of `python`, or (None, why not) when it does not answer
+    like a Python: it hung, failed (a Windows Store alias exits 9009 saying Python was not found),
+    or printed something else."""
     run = host.run([python, "-I", "-S", "-c", ON_PATH_SCRIPT], timeout=ON_PATH_TIMEOUT)
+    if not run.ok:
+        if run.error:
+            return None, run.error
+        from doctor.formats import clip
+
+        said = next((line.strip() for line in (run.stderr + "\n" + run.stdout)[:MAX_OUTPUT].splitlines() if line.strip()), "")
+        return None, f"{python} exited with status {run.returncode}" + (f": {clip(said, 160)}" if said else "")
     try:
-        data = json.loads(run.stdout[:MAX_OUTPUT]) if run.ok else None
+        data = json.loads(run.stdout[:MAX_OUTPUT])
     except ValueError:
-        return None
+        data = None
     answer = (data.get("executable"), data.get("prefix")) if isinstance(data, dict) else ()
-    return answer if len(answer) == 2 and all(isinstance(a, str) and 0 < len(a) <= MAX_PATH for a in answer) else None
+    if len(answer) == 2 and all(isinstance(a, str) and 0 < len(a) <= MAX_PATH for a in answer):
+        return answer, ""
+    return None, f"{python} did not answer like a Python interpreter"
 
 
 def interpreter_host(host: Host, python: str) -> Host:
@@ -237,7 +249,7 @@ def detect_pyenv(host: Host) -> PyEnvFacts | None:
         if same_interpreter(host, on_path, facts.python):
             facts.evidence.append(Evidence("derived", f"`python` on PATH: {on_path}", "the interpreter inspected"))
         else:
-            answer = ask_python_on_path(host, on_path)
+            answer, facts.python_on_path_problem = ask_python_on_path(host, on_path)
             facts.python_on_path, facts.python_on_path_prefix = answer if answer else (on_path, None)
             facts.evidence.append(Evidence("command", f"{on_path} -I -S -c <sys.executable, sys.prefix>",
                                            f"{facts.python_on_path} (prefix {facts.python_on_path_prefix})"))

@@ -50,6 +50,34 @@ def test_python_on_path_that_is_another_interpreter_warns(venv, tmp_path):
     assert pyenv_area(detect_pyenv(host)).findings == []
 
 
+STORE_ALIAS = ("#!/bin/sh\necho 'Python was not found; run without arguments to install from the Microsoft Store, or "
+               "disable this shortcut from Settings > Manage App Execution Aliases.' >&2\nexit 49\n")  # 9009 on Windows
+
+
+@pytest.mark.parametrize("body, says", [
+    (STORE_ALIAS, "exited with status 49: Python was not found; run without arguments to install from the Microsoft"),
+    ("#!/bin/sh\nexec /bin/sleep 30\n", "timed out after 0.5 s"),
+    ("#!/bin/sh\necho hello\n", "did not answer like a Python interpreter"),
+])
+def test_a_python_on_path_that_does_not_work_is_reported(tmp_path, monkeypatch, body, says):
+    """A `python` on PATH that hangs, fails (the shape of Windows' Store alias: its words on stderr and
+    a failing status) or prints something else: what people type gets it, so the report says so."""
+    import doctor.probe.pyenv as pyenv
+
+    monkeypatch.setattr(pyenv, "ON_PATH_TIMEOUT", 0.5)
+    (tmp_path / "bin").mkdir()
+    fake = tmp_path / "bin/python"
+    fake.write_text(body)
+    fake.chmod(0o755)
+    host = Host.for_test(Path("/"), {"PATH": str(tmp_path / "bin")}, python=sys.executable)
+    facts = detect_pyenv(host)
+    assert facts.python_on_path == str(fake) and facts.python_on_path_prefix is None
+    assert facts.python_on_path_problem.startswith(f"{fake} {says}")
+    [finding] = [f for f in pyenv_area(facts).findings if f.id == "probe.failed"]
+    assert finding.title.startswith(f"`python` on PATH does not work: {fake} {says}")
+    assert f"run `{fake} -c 'import sys; print(sys.executable)'` yourself" in finding.fix
+
+
 def test_variables_collect_env_reports():
     host = Host.for_test(Path("/"), {"PATH": "/usr/bin", "NCCL_DEBUG": "INFO", "CUDA_MODULE_LOADING": "LAZY",
                                      "HOME": "/root"}, python=sys.executable)
@@ -137,7 +165,7 @@ def test_python_on_path_answer_without_site_is_what_site_gives(venv, which):
     real = subprocess.run([python, "-I", "-c", "import sys; print(sys.executable); print(sys.prefix)"],
                           capture_output=True, text=True, check=True).stdout.splitlines()
     host = Host.for_test(Path("/"), {"PATH": "/usr/bin:/bin"})
-    assert ask_python_on_path(host, python) == tuple(real)
+    assert ask_python_on_path(host, python) == (tuple(real), "")
 
 
 @pytest.mark.parametrize("prints", ["", "not json", '{"executable": "/x"}', '["/x", "/y"]',
@@ -148,7 +176,8 @@ def test_python_on_path_that_answers_otherwise_is_not_believed(tmp_path, prints)
     fake = tmp_path / "python"
     fake.write_text(f"#!/bin/sh\ncat <<'EOF'\n{prints}\nEOF\n")
     fake.chmod(0o755)
-    assert ask_python_on_path(Host.for_test(Path("/"), {"PATH": "/usr/bin:/bin"}), str(fake)) is None
+    assert ask_python_on_path(Host.for_test(Path("/"), {"PATH": "/usr/bin:/bin"}), str(fake)) == (
+        None, f"{fake} did not answer like a Python interpreter")
 
 
 def test_check_with_python_asks_that_interpreter_once(venv):
