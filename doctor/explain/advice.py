@@ -38,7 +38,7 @@ from doctor.catalog.releases import (
 )
 from doctor.catalog.toolkit import cuda_library_prefixes
 from doctor.explain.cuda_advice import CUDA_ADVISORS
-from doctor.explain.facts import Advice, LibtorchFacts, MachineFacts
+from doctor.explain.facts import Advice, LibtorchFacts, MachineFacts, rule_advice
 from doctor.formats import clip, human_bytes, symbol_version_key, version_tuple
 from doctor.model import Evidence
 from doctor.quoting import sh_paste, sh_prepend
@@ -58,7 +58,7 @@ def advise_with(advisors: Mapping[str, Callable[[Match, MachineFacts], Advice]],
     facts = facts or MachineFacts()
     rule = match.rule
     make = advisors.get(rule.id)
-    advice = make(match, facts) if make else Advice(rule.title, [rule.cause], rule.fix)
+    advice = make(match, facts) if make else rule_advice(rule)
     install = _install(facts)
     if install is not None and rule.id != "cuda.no-device" and not rule.id.startswith("python."):
         advice.evidence.append(Evidence("derived", "active libtorch", f"{install.label} at {install.root}"))

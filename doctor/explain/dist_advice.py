@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from doctor import fixes
-from doctor.explain.facts import Advice, MachineFacts
+from doctor.explain.facts import Advice, MachineFacts, rule_advice
 
 if TYPE_CHECKING:  # the engine calls the advisors; they only read the Match they are given
     from doctor.explain.engine import Match
@@ -60,7 +60,7 @@ def _store_address(match: Match) -> tuple[str, str] | None:
 def _store_timeout(match: Match, facts: MachineFacts) -> Advice:
     address = _store_address(match)
     if address is None:
-        return Advice(match.rule.title, [match.rule.cause], match.rule.fix)
+        return rule_advice(match.rule)
     host, port = address
     detail = [match.rule.cause, f"The log shows a rank that gave up connecting to the store at {host}:{port}: nothing "
               "answered there in time (rank 0 had not created the store yet, or had died), or the network between "

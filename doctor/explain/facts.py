@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import field
+from typing import TYPE_CHECKING
 
 from doctor.model import Evidence
 from doctor.record import record
+
+if TYPE_CHECKING:
+    from doctor.explain.patterns import Rule
 
 # The only variables explain reads (the command layer passes these, not the whole environment).
 ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH")
@@ -62,3 +66,8 @@ class Advice:
     fix: str
     subject: str = ""
     evidence: list[Evidence] = field(default_factory=list)
+
+
+def rule_advice(rule: Rule) -> Advice:
+    """The pattern table's own words for an id: its advice where the log names nothing more."""
+    return Advice(rule.title, [rule.cause], rule.fix)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from doctor import fixes
 from doctor.explain.disambiguate import torch_package
-from doctor.explain.facts import Advice, MachineFacts
+from doctor.explain.facts import Advice, MachineFacts, rule_advice
 from doctor.formats import clip
 
 if TYPE_CHECKING:  # the engine calls the advisors; they only read the Match they are given
@@ -24,7 +24,7 @@ def _package(match: Match) -> str | None:
 def _shadowed(match: Match, facts: MachineFacts) -> Advice:
     package = _package(match)
     if package is None:
-        return Advice(match.rule.title, [match.rule.cause], match.rule.fix)
+        return rule_advice(match.rule)
     return Advice(f"`import torch` took {package}, not an installed torch", [match.rule.cause],
                   fixes.unshadow_torch(package, None), subject=package)
 
