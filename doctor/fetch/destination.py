@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from doctor.errors import DoctorError
-from doctor.fetch.record import MARKER, RECORD, is_doctor_install
+from doctor.fetch.record import MARKER, RECORD, install_problem
 
 # What the top of an official libtorch zip holds (and our own two files).
 LIBTORCH_TOP = {"lib", "include", "share", "bin", "build-version", "build-hash", RECORD, MARKER}
@@ -47,13 +47,14 @@ def check_replaceable(dest: Path, force: bool) -> None:
         from doctor.fetch.fsops import os_error
 
         raise os_error(exc, "list", dest) from exc
-    if not names or is_doctor_install(dest):
+    problem = install_problem(dest) if names else ""
+    if not problem:
         return
     others = sorted(names - LIBTORCH_TOP)
     if looks_like_libtorch(dest) and not others:
         if force:
             return
-        raise DoctorError(f"{dest} holds a libtorch the doctor did not install (no {RECORD} and {MARKER})",
+        raise DoctorError(f"{dest} holds a libtorch that fetch-libtorch cannot vouch for: {problem}",
                           "add --force to replace it, or choose another --dest", error_id="fetch.unsafe-dest")
     what = next((desc for name, desc in _KNOWN if name in names), None)
     if others:

@@ -26,7 +26,7 @@ from doctor.errors import DoctorError
 from doctor.fetch.fsops import cleanup_leftovers, os_error, remove_part, rmtree
 from doctor.fetch.names import redact_url, safe_component
 from doctor.fetch.plan import Plan
-from doctor.fetch.record import MARKER, NOT_HASHED, RECORD, InstallRecord, load_record
+from doctor.fetch.record import MARKER, NO_RECORD, NOT_HASHED, RECORD, UNFINISHED, InstallRecord, examine_record
 from doctor.host import Host
 from doctor.record import record
 
@@ -53,10 +53,11 @@ class Outcome:
     seconds: float = 0.0
 
 
-def record_matches(plan: Plan, record: InstallRecord | None) -> tuple[bool, str]:
-    """Whether `record` describes the libtorch `plan` asks for (and why not)."""
+def record_matches(plan: Plan, record: InstallRecord | None, missing: str = NO_RECORD) -> tuple[bool, str]:
+    """Whether `record` describes the libtorch `plan` asks for (and why not; `missing` when
+    there is no usable record)."""
     if record is None:
-        return False, "no install record"
+        return False, missing
     wanted = {"variant": plan.variant, "platform": plan.platform, "abi": plan.abi, "debug": plan.debug}
     if plan.version is not None:
         wanted["version"] = plan.version
@@ -119,8 +120,8 @@ def _run(host: Host, plan: Plan, opts: FetchOptions, dest: Path, writable: bool,
 
     entry = lock_entry(plan.lock_path, plan.lock_key) if plan.lock_path else None
     checked = None if opts.update_lock else entry  # what this fetch must agree with
-    record = load_record(dest)
-    matches, why = record_matches(plan, record)
+    record, unusable = examine_record(dest)
+    matches, why = record_matches(plan, record, unusable)
     installed = matches and (dest / MARKER).is_file() and not opts.force
     if installed:
         same_kind = _same_kind(record, plan)
@@ -138,8 +139,11 @@ def _run(host: Host, plan: Plan, opts: FetchOptions, dest: Path, writable: bool,
             return Outcome("verified" if opts.verify_tree else "already-installed", dest, record.as_dict(), lock_action)
     if opts.verify_tree and not opts.force:  # verifying reports on what is there: never a download or a replacement
         if matches and not why:
-            why = "no .ok marker (an install that did not finish)"
+            why = UNFINISHED
+        damaged = record is None and unusable != NO_RECORD
         raise DoctorError(f"nothing to verify at {dest}: {why}",
+                          "add --force (without --verify) to reinstall it there: a damaged record vouches for nothing"
+                          if damaged else
                           "run without --verify to install the libtorch asked for there (or check --version, --variant)",
                           error_id="fetch.not-installed")
     if installed:

@@ -3,7 +3,7 @@
 `fetch-libtorch` writes `torch-doctor.json` and Hasktorch's `.ok` marker at the top of every
 tree it installs. Other commands (`emit nix`, the libtorch probe) read the record; the fetch
 pipeline trusts an existing tree, and may replace it, only when the record is well formed and
-the marker is present (`is_doctor_install`).
+the marker is present (`install_problem`).
 
 The record's `nar_hash` is the NAR hash of the tree exactly as unpacked: every entry except
 the two files named in `NOT_HASHED`. Archives holding entries with those names are refused
@@ -27,6 +27,8 @@ MARKER = ".ok"  # Hasktorch's "this cache entry is complete" marker
 NOT_HASHED = (RECORD, MARKER)
 RECORD_VERSION = 1
 MAX_RECORD_BYTES = 1 << 20  # a record is a few hundred bytes; anything bigger is not ours
+NO_RECORD = "no install record"
+UNFINISHED = f"no {MARKER} marker (an install that did not finish)"
 
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 SRI_SHA256 = re.compile(r"^sha256-[A-Za-z0-9+/]{43}=$")
@@ -109,17 +111,26 @@ def _want(data: dict, key: str, types) -> None:
 
 
 def load_record(root: str | os.PathLike[str]) -> InstallRecord | None:
-    """The validated record at `root`; None when absent, unreadable or not one we wrote.
+    """The validated record at `root`; None when absent, unreadable or not one we wrote."""
+    return examine_record(root)[0]
+
+
+def examine_record(root: str | os.PathLike[str]) -> tuple[InstallRecord | None, str]:
+    """(the validated record at `root`, "") or (None, why there is none), the reason worded to
+    follow "nothing to verify at DEST: " and "DEST holds a libtorch that fetch-libtorch cannot vouch for: ".
 
     Read without following a symlink and bounded in size: a tree the doctor did not write
-    is hostile input like any other."""
-    data = _read_json(Path(root) / RECORD)
-    if data is None:
-        return None
+    is hostile input like any other. A damaged record is named as damaged, not as missing: the
+    user who sees "no install record" beside the file looks for the wrong cause."""
+    data, problem = _read_json(Path(root) / RECORD)
+    if problem:
+        return None, problem
     try:
-        return InstallRecord.from_dict(data)
-    except BadRecord:
-        return None
+        return InstallRecord.from_dict(data), ""
+    except BadRecord as exc:
+        from doctor.formats import clip
+
+        return None, f"its {RECORD} is not one the doctor wrote: {clip(str(exc), 160)}"
 
 
 def read_install_record(root: str | os.PathLike[str]) -> dict | None:
@@ -129,35 +140,51 @@ def read_install_record(root: str | os.PathLike[str]) -> dict | None:
     return record.as_dict() if record is not None else None
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path) -> tuple[Any, str]:
+    """(the parsed JSON at `path`, "") or (None, what is wrong with the file)."""
+    import errno
+    import stat
+
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
-    except OSError:
-        return None
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return None, NO_RECORD
+        if exc.errno == errno.ELOOP or os.path.islink(path):
+            return None, f"its {RECORD} is a symlink"
+        return None, f"its {RECORD} cannot be read ({exc.strerror or exc})"
     try:
-        import stat
-
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None  # a FIFO or device named like the record: never block on it
+            return None, f"its {RECORD} is not a regular file"  # a FIFO or device: never block on it
         with os.fdopen(fd, "rb", closefd=False) as fh:
             raw = fh.read(MAX_RECORD_BYTES + 1)
-    except OSError:
-        return None
+    except OSError as exc:
+        return None, f"its {RECORD} cannot be read ({exc.strerror or exc})"
     finally:
         os.close(fd)
     if len(raw) > MAX_RECORD_BYTES:
-        return None
+        return None, f"its {RECORD} is over {MAX_RECORD_BYTES >> 20} MiB"
     try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return None
+        return json.loads(raw.decode("utf-8")), ""
+    except UnicodeDecodeError:
+        return None, f"its {RECORD} is not UTF-8 text"
+    except RecursionError:
+        return None, f"its {RECORD} is nested too deeply to be a record"
+    except ValueError as exc:  # json's message names only a position: nothing of the file's text
+        return None, f"its {RECORD} is not valid JSON: {exc}"
 
 
-def is_doctor_install(root: str | os.PathLike[str]) -> bool:
-    """A tree fetch-libtorch installed: a well-formed record and the marker, both plain files."""
+def install_problem(root: str | os.PathLike[str]) -> str:
+    """Why `root` is not a tree fetch-libtorch installed ("" when it is one: a well-formed
+    record and the marker, both plain files)."""
+    record, problem = examine_record(root)
+    if record is None:
+        return problem
     marker = Path(root) / MARKER
-    return load_record(root) is not None and marker.is_file() and not marker.is_symlink()
+    if not marker.is_file() or marker.is_symlink():
+        return UNFINISHED
+    return ""
 
 
 def write_new_file(path: Path, data: bytes) -> None:

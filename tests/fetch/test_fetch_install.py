@@ -203,6 +203,36 @@ def test_verify_never_downloads_or_replaces(server, tmp_path):
     assert snapshot(tmp_path / "dest") == before and no_leftovers(tmp_path) == []
 
 
+@pytest.mark.parametrize("damage, said", [
+    (lambda f: f.write_text('{"record_version": 1, "version": '), "its torch-doctor.json is not valid JSON: Expecting value: line 1 column 34 (char 33)"),
+    (lambda f: f.write_text("[" * 100_000 + "]" * 100_000), "its torch-doctor.json is nested too deeply to be a record"),
+    (lambda f: f.write_bytes(b"\xff\xfe{}"), "its torch-doctor.json is not UTF-8 text"),
+    (lambda f: f.write_text(" " * (1 << 20) + "{}"), "its torch-doctor.json is over 1 MiB"),
+    (lambda f: f.write_text(json.dumps({"record_version": "x" * 5000})),
+     "its torch-doctor.json is not one the doctor wrote: record_version is 'xxxx"),
+    (lambda f: (f.unlink(), f.symlink_to(f.with_name("build-version"))), "its torch-doctor.json is a symlink"),
+    (lambda f: (f.unlink(), f.mkdir()), "its torch-doctor.json is not a regular file"),
+])
+def test_a_damaged_record_is_named_as_damaged_and_the_tree_kept(server, tmp_path, damage, said):
+    """An installed tree whose torch-doctor.json was damaged afterwards: --verify and a plain
+    fetch say what is wrong with the file (before: "no install record" beside the file, and
+    "no torch-doctor.json and .ok"), the message stays one short line, nothing is replaced, and
+    --force reinstalls."""
+    serve(server, tmp_path)
+    assert cli(*args(server, tmp_path, "--no-lock")).exit_code == 0
+    damage(tmp_path / "dest/torch-doctor.json")
+    before = tree_listing(tmp_path / "dest")
+    r = cli(*args(server, tmp_path, "--no-lock", "--verify"))
+    assert r.exit_code == 1 and f"error: nothing to verify at {tmp_path / 'dest'}: {said}" in r.stderr, r.stderr
+    assert "hint: add --force (without --verify) to reinstall it there" in r.stderr
+    r = cli(*args(server, tmp_path, "--no-lock"))
+    assert r.exit_code == 1 and f"holds a libtorch that fetch-libtorch cannot vouch for: {said}" in r.stderr, r.stderr
+    assert all(len(line) < 400 for line in r.stderr.splitlines())
+    assert tree_listing(tmp_path / "dest") == before and no_leftovers(tmp_path) == []
+    r = cli(*args(server, tmp_path, "--no-lock", "--force"))
+    assert r.exit_code == 0 and read_install_record(tmp_path / "dest")["version"] == "2.13.0", r.stderr
+
+
 def test_verify_names_the_file_this_user_may_not_read(server, tmp_path):
     """A tree installed by root and closed to others (umask 077): --verify by another user says
     which file and that it is a permission, not a changed tree, and offers no other --dest."""
