@@ -10,7 +10,7 @@ import hashlib
 import tempfile
 from pathlib import Path
 
-from doctor.fetch.fsops import ensure_space, file_size, os_error, sha256_file
+from doctor.fetch.fsops import ensure_space, file_size, os_error, rmtree, sha256_file
 from doctor.fetch.names import redact_url
 from doctor.fetch.plan import Plan
 from doctor.host import Host
@@ -52,9 +52,13 @@ def get_archive(host: Host, plan: Plan, dest: Path, *, retries: int, backoff: fl
         workdir = Path(tempfile.mkdtemp(prefix=f".{dest.name}.wheel-", dir=dest.parent))
     except OSError as exc:
         raise os_error(exc, "create a work folder in", dest.parent) from exc
-    path, origin = pip_download(host, plan.version, plan.platform, host_platform(host.system, host.machine),
-                                workdir, plan.index_url, log)
-    sha, size = sha256_file(path)
+    try:
+        path, origin = pip_download(host, plan.version, plan.platform, host_platform(host.system, host.machine),
+                                    workdir, plan.index_url, log)
+        sha, size = sha256_file(path)
+    except BaseException:  # the caller removes the work folder only once it holds the Archive
+        rmtree(workdir)
+        raise
     return Archive(path, sha, size, origin, workdir=workdir)
 
 

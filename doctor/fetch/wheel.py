@@ -9,6 +9,7 @@ pip does the download (`pip download torch==V --no-deps`), so the user's pip con
 from __future__ import annotations
 
 import re
+import sys
 import zipfile
 from pathlib import Path
 
@@ -43,28 +44,61 @@ class WheelFacts:
     abi: str | None  # from TorchConfig.cmake when it says; otherwise the caller's rule
 
 
+# The CPythons torch wheels are built for, from 3.8 on, and the next: tried when pip finds no
+# torch==V wheel for the Python that runs it. The C++ library in a wheel (lib/, include/, share/)
+# is the same for every Python, so any CPython's wheel makes the tree.
+CPYTHONS = tuple((3, minor) for minor in range(8, 16))
+NO_WHEEL = "No matching distribution found"  # pip's words when no file fits the asked tags
+
+
 def pip_download(host: Host, version: str, platform: str, host_platform: str | None, workdir: Path,
                  index_url: str | None, log) -> tuple[Path, str | None]:
-    """Run pip and return (wheel file, where pip got it from if it said)."""
+    """Run pip and return (wheel file, where pip got it from if it said). When no wheel fits the
+    Python that runs pip (a Python newer or older than the release supports), ask again for the
+    other CPythons, nearest first: the tree needs only the wheel's C++ part."""
+    from doctor.fetch.names import redact_text
+
     argv = [host.python, "-m", "pip", "download", f"torch=={version}", "--no-deps", "--only-binary=:all:",
             "--progress-bar", "off", "-d", str(workdir)]
     if index_url:
         argv += ["--index-url", index_url]
     if platform != host_platform:
         argv += ["--platform", PLATFORM_TAGS[platform]]
-    from doctor.fetch.names import redact_text
-
     log(redact_text("running: python " + " ".join(argv[1:]), index_url))
     result = host.run(argv, timeout=PIP_TIMEOUT)
     wheels = sorted(workdir.glob("torch-*.whl"))
+    what = f"torch=={version}"
+    if not wheels and NO_WHEEL in result.stderr + result.stdout:
+        own = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        first = result
+        for python in other_pythons(sys.version_info[:2]):
+            log(f"no torch=={version} wheel for Python {own} there; asking for Python {python}'s "
+                "(the C++ library in it is the same for every Python)")
+            result = host.run([*argv, "--python-version", python], timeout=PIP_TIMEOUT)
+            wheels = sorted(workdir.glob("torch-*.whl"))
+            if wheels or NO_WHEEL not in result.stderr + result.stdout:
+                break
+        else:  # no CPython has one: pip's words about the Python asked first say most
+            result, what = first, f"torch=={version} for Python {own} or any CPython {_span(CPYTHONS)}"
     if not result.ok or not wheels:
         tail = (result.stderr or result.stdout or result.error).strip().splitlines()[-3:]
-        raise DoctorError(redact_text(f"pip could not download torch=={version}: " + (" / ".join(tail) or "no wheel"),
-                                      index_url),
+        raise DoctorError(redact_text(f"pip could not download {what}: " + (" / ".join(tail) or "no wheel"), index_url),
                           "check `pip download torch==VERSION --no-deps` by hand; give --index-url "
                           "https://download.pytorch.org/whl/<variant> for a specific variant",
                           error_id="fetch.download-failed")
     return wheels[-1], _origin(result.stdout + "\n" + result.stderr)
+
+
+def other_pythons(own: tuple[int, int]) -> list[str]:
+    """The CPythons other than `own`, nearest first, the older one first at equal distance (a
+    Python newer than the release is the usual case: it has no wheel yet)."""
+    others = [v for v in CPYTHONS if v != tuple(own)]
+    others.sort(key=lambda v: (abs(v[1] - own[1]) if v[0] == own[0] else 99, v > tuple(own)))
+    return [f"{major}.{minor}" for major, minor in others]
+
+
+def _span(versions: tuple[tuple[int, int], ...]) -> str:
+    return f"{versions[0][0]}.{versions[0][1]}–{versions[-1][0]}.{versions[-1][1]}"
 
 
 def _origin(text: str) -> str | None:

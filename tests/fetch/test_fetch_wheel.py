@@ -4,7 +4,11 @@ against (the only source on Linux aarch64)."""
 from __future__ import annotations
 
 import json
+import os
+import platform
+import re
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -85,6 +89,59 @@ def fake_wheel(path: Path, version_py: str, config: str | None = None) -> Path:
             zf.writestr(zinfo("torch/share/cmake/Torch/TorchConfig.cmake", 0o100644), config)
         zf.writestr(zinfo("torch-2.6.0.dist-info/RECORD", 0o100644), "")
     return path
+
+
+def real_small_wheel(folder: Path, torch_dir: Path, python: str) -> Path:
+    """A torch 2.13.0+cpu wheel for CPython `python` ("3.12") made of the installed torch's own
+    version.py, libc10.so, a header and TorchConfig.cmake, with the metadata pip reads."""
+    tag = "cp" + python.replace(".", "")
+    path = folder / f"torch-2.13.0+cpu-{tag}-{tag}-manylinux_2_28_x86_64.whl"
+    info = "torch-2.13.0+cpu.dist-info"
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, mode in (("version.py", 0o644), ("lib/libc10.so", 0o755), ("include/c10/core/Device.h", 0o644),
+                           ("share/cmake/Torch/TorchConfig.cmake", 0o644)):
+            zf.writestr(zinfo(f"torch/{name}", 0o100000 | mode), (torch_dir / name).read_bytes())
+        zf.writestr(zinfo(f"{info}/METADATA", 0o100644), "Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0+cpu\n")
+        zf.writestr(zinfo(f"{info}/WHEEL", 0o100644),
+                    f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}-{tag}-manylinux_2_28_x86_64\n")
+        zf.writestr(zinfo(f"{info}/RECORD", 0o100644), "")
+    return path
+
+
+@pytest.mark.skipif(sys.platform != "linux" or platform.machine() != "x86_64", reason="the wheel is tagged linux x86_64")
+def test_a_python_the_release_has_no_wheel_for_gets_another_pythons_wheel(tmp_path, wheel_root):
+    """pip finds no torch==V wheel for the Python that runs it (a Python newer than the release,
+    the usual case on aarch64, where --from-wheel is the only source): the doctor asks real pip
+    again for the other CPythons, nearest first, and builds the tree from the first wheel found.
+    pip reads a private find-links folder and nothing else (no index, no configuration)."""
+    from doctor.fetch.wheel import other_pythons
+
+    own = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    second = other_pythons(sys.version_info[:2])[1]  # one more refusal before the wheel is found
+    links = tmp_path / "links"
+    links.mkdir()
+    real_small_wheel(links, wheel_root, second)
+    env = {k: v for k, v in doctor_env().items() if not k.startswith("PIP_")}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1", PIP_FIND_LINKS=str(links), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    dest = tmp_path / "libtorch"
+    r = run_doctor("fetch-libtorch", "--from-wheel", "--version", "2.13.0", "--variant", "cpu", "--dest", str(dest),
+                   "--no-lock", cwd=tmp_path, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    asked = re.findall(r"no torch==2\.13\.0 wheel for Python (\S+) there; asking for Python (\S+)'s", r.stderr)
+    assert asked == [(own, p) for p in other_pythons(sys.version_info[:2])[:2]], r.stderr
+    rec = read_install_record(dest)
+    assert rec["source"]["file"] == f"torch-2.13.0+cpu-cp{second.replace('.', '')}-cp{second.replace('.', '')}-manylinux_2_28_x86_64.whl"
+    assert (dest / "lib/libc10.so").read_bytes() == (wheel_root / "lib/libc10.so").read_bytes()
+    assert (dest / "build-version").read_text() == "2.13.0+cpu\n"
+
+    # no CPython has one: one error naming what was asked, pip's own words, exit 1, nothing left
+    (links / next(links.iterdir()).name).unlink()
+    r = run_doctor("fetch-libtorch", "--from-wheel", "--version", "2.13.0", "--variant", "cpu", "--dest",
+                   str(tmp_path / "other"), "--no-lock", cwd=tmp_path, env=env, timeout=300)
+    assert r.returncode == 1 and len(re.findall("asking for Python", r.stderr)) == len(other_pythons(sys.version_info[:2]))
+    assert f"error: pip could not download torch==2.13.0 for Python {own} or any CPython 3.8–3.15: " in r.stderr
+    assert "No matching distribution found for torch==2.13.0" in r.stderr
+    assert not (tmp_path / "other").exists() and [p.name for p in tmp_path.glob(".other.*")] == [".other.lock"]
 
 
 def test_wheel_facts_from_real_version_py_text(tmp_path, wheel_root):
