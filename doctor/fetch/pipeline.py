@@ -106,7 +106,8 @@ def _take_guard(dest: Path, log):
     try:
         guard = take(path, lambda: log(f"another fetch is installing into {dest}; waiting for it"))
     except OSError as exc:
-        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        # ENOENT in a folder that exists: a virtual file system (/proc) that refuses new files
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) or exc.errno == errno.ENOENT and parent.is_dir():
             return None
         raise os_error(exc, "take the install lock", path) from exc
     if not guard.held:

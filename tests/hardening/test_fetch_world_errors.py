@@ -116,6 +116,17 @@ def test_name_too_long(tmp_path):
     assert clean_error(r) and "File name too long" in r.stderr, r.output
 
 
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="needs a Linux /proc")
+@pytest.mark.parametrize("dest", ["/proc/lt", "/sys/lt"])
+def test_a_virtual_file_system_as_dest_is_named_not_writable(tmp_path, dest):
+    """/proc refuses new files with ENOENT, though the folder exists: the hint said "a folder on
+    the way to /proc/.lt.lock does not exist". Now as /sys (EACCES): the folder is not writable."""
+    z = libtorch_zip(tmp_path / "libtorch-shared-with-deps-2.13.0+cpu.zip")
+    r = doctor(tmp_path, "fetch-libtorch", "--archive", str(z), "--dest", dest, "--no-lock", "-q")
+    assert clean_error(r) and f"error: cannot install into {dest}: {Path(dest).parent} is not writable" in r.stderr, r.output
+    assert "does not exist" not in r.stderr
+
+
 def patch_central(path: Path, name: str, flag_or: int = 0, method: int | None = None) -> None:
     data = bytearray(path.read_bytes())
     pos = data.find(b"PK\x01\x02")
