@@ -140,6 +140,8 @@ def cuda_stack_area(t: CudaToolkitFacts, python_cuda: str | None, libtorch_cuda:
                 area="cuda", evidence=hc.evidence + active.evidence, subject=hc.path or hc.chosen_by))
     if active and active.release:
         summary = f"nvcc {active.nvcc_version or active.release} at {active.root}"
+    elif active and active.nvcc:  # hung or broken: the toolchain area's probe.failed says how
+        summary = f"nvcc at {active.root} gave no version"
     elif wants:
         summary = "no CUDA toolkit"
     else:

@@ -137,3 +137,16 @@ def test_a_host_compiler_that_hangs_or_fails_is_reported_with_a_toolkit(fake_roo
     # without a toolkit the host compiler is nobody's business
     facts = detect_cuda_toolkit(Host.for_test(fake_root, {}), timeout=0.5)
     assert facts.host_compiler.problem and cuda_stack_area(facts, None, None).findings == []
+
+
+def test_an_nvcc_that_gives_no_version_is_said_so_in_the_summary(fake_root):
+    """A hung or broken nvcc on PATH, no CUDA_HOME: the summary read "CUDA_HOME /<nvcc's
+    grandparent>", as if a toolkit were there; with a CUDA build it read "no CUDA toolkit"."""
+    for body, rc in (("exec /bin/sleep 30", 0), ("echo 'nvcc: error while loading shared libraries' >&2", 127)):
+        nvcc = fake_root / "opt/cu/bin/nvcc"
+        nvcc.parent.mkdir(parents=True, exist_ok=True)
+        nvcc.write_text(f"#!/bin/sh\n{body}\nexit {rc}\n")
+        nvcc.chmod(0o755)
+        facts = detect_cuda_toolkit(Host.for_test(fake_root, {"PATH": str(nvcc.parent)}), timeout=0.5)
+        assert cuda_stack_area(facts, None, None).summary == "nvcc at /opt/cu gave no version"
+        assert cuda_stack_area(facts, "12.8", None).summary == "nvcc at /opt/cu gave no version; builds: Python torch CUDA 12.8"
