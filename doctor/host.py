@@ -161,17 +161,7 @@ class Host:
             st = os.fstat(fd)
             if not (stat.S_ISFIFO(st.st_mode) if fifo else stat.S_ISREG(st.st_mode)):  # or replaced meanwhile
                 return None
-            # a regular file in one read of its size (a 100 MB log: no 100 chunks joined); a FIFO,
-            # or a file that grows meanwhile, in 1 MiB reads after that
-            chunks, left, step = [], limit, max(st.st_size + 1, 1 << 20)
-            while left > 0:
-                chunk = os.read(fd, min(left, step))
-                step = 1 << 20
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                left -= len(chunk)
-            return b"".join(chunks)
+            return read_fd(fd, limit, st.st_size)
         except OSError:
             return None
         finally:
@@ -697,3 +687,24 @@ def _names_in(directory: str) -> frozenset[str] | None:
     except OSError:
         return None
 
+
+def read_fd(fd: int, limit: int, size: int = 0) -> bytes:
+    """At most `limit` bytes of the open `fd`, to its end. A regular file's `size` comes in one
+    read (a 100 MB log: no 100 chunks joined); a pipe, or a file that grows meanwhile, in 1 MiB
+    reads into one growing buffer, whose bytes are handed over without a second copy. Nothing
+    is reserved up front: `read(limit)` asks for `limit` bytes at once, and a 1 GiB limit under
+    `ulimit -v` failed a 30-byte log on stdin (issue 19's memory, docs/security.md)."""
+    import io
+
+    first = os.read(fd, min(limit, max(size + 1, 1 << 20)))
+    chunk = os.read(fd, min(limit - len(first), 1 << 20)) if first and len(first) < limit else b""
+    if not chunk:  # all of it in the first read: a regular file, a short pipe
+        return first
+    buffer, left = io.BytesIO(), limit - len(first)
+    buffer.write(first)
+    del first
+    while chunk:
+        buffer.write(chunk)
+        left -= len(chunk)
+        chunk = os.read(fd, min(left, 1 << 20)) if left > 0 else b""
+    return buffer.getvalue()

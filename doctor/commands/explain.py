@@ -50,11 +50,29 @@ def command(args: tuple[str, ...], from_command: bool, timeout: float, no_facts:
         if not args and stream.isatty():
             raise click.UsageError("give a LOG file, - to read standard input, or --from-command -- CMD ARGS")
         # Bytes, not text: a log in any encoding (or with binary junk) is read, never decoded whole.
-        text, source = stream.read(READ_LIMIT), "stdin"
+        text, source = _read_stdin(stream), "stdin"
     else:
         text, source = _read(host, name), name
     report = _report(host, text, source, no_facts, strict)
     return print_report(report, fmt, as_json, verbose, color)
+
+
+def _read_stdin(stream) -> bytes:
+    """Standard input to its end (at most READ_LIMIT bytes), through its file descriptor: the
+    stream's read(READ_LIMIT) asks for 1 GiB before reading a byte."""
+    import io
+
+    from doctor.host import read_fd
+
+    try:
+        fd = stream.fileno()
+    except (AttributeError, io.UnsupportedOperation):  # an in-memory stdin (a test runner's)
+        return stream.read(READ_LIMIT)
+    import os
+    import stat
+
+    st = os.fstat(fd)
+    return read_fd(fd, READ_LIMIT, st.st_size if stat.S_ISREG(st.st_mode) else 0)
 
 
 def _read(host, path: str) -> bytes:

@@ -76,3 +76,27 @@ def test_running_out_of_memory_while_reading_a_library_is_not_blamed_on_the_libr
     proc = subprocess.run([sys.executable, "-c", script, str(library)], capture_output=True, text=True,
                           env=_env(), cwd=tmp_path, timeout=90)
     assert proc.stdout.strip() == "MemoryError", proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("mib", [500, 1000], ids=["ulimit-v-500M", "ulimit-v-1G"])
+@pytest.mark.parametrize("how", ["pipe", "file", "process-substitution"])
+def test_explain_reads_a_log_from_stdin_or_a_pipe_under_a_login_nodes_limit(tmp_path, mib, how):
+    """`make 2>&1 | doctor explain -` under `ulimit -v 1000000`: the stdin stream's read(1 GiB)
+    asked for 1 GiB before reading a byte, and a 30-byte log ended "the doctor ran out of memory".
+    The log is read to its end: through a pipe, a 40 MB one."""
+    line = b"/usr/bin/ld: main.o: undefined reference to `c10::Error::Error(c10::SourceLocation, std::string)'\n"
+    log = tmp_path / "build.log"
+    log.write_bytes(line * (400_000 if how == "pipe" else 1))
+
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (mib << 20, mib << 20))
+
+    env = _env() | {"HOME": str(tmp_path)}
+    cmd = {"pipe": f"cat {log} | {sys.executable} -m doctor explain --no-facts --json -",
+           "file": f"{sys.executable} -m doctor explain --no-facts --json - < {log}",
+           "process-substitution": f"{sys.executable} -m doctor explain --no-facts --json <(cat {log})"}[how]
+    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+                          preexec_fn=apply)
+    assert proc.returncode == 1 and "out of memory" not in proc.stderr, proc.stderr
+    report = json.loads(proc.stdout)
+    assert [f["id"] for f in report["findings"]] == ["abi.mismatch"], report["findings"]
