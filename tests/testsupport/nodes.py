@@ -34,7 +34,7 @@ def free_port() -> int:
 
 
 def node_env(root: Path, smi: str | None = None, extra: dict | None = None) -> dict[str, str]:
-    """A hermetic environment for one node: HOME under `root`, a bin/ of fake commands first on
+    """A hermetic environment for one node: HOME and TMPDIR under `root`, a bin/ of fake commands first on
     PATH (then the system's, for getent, g++, cmake), no LIBTORCH* or launcher variables."""
     (root / "home").mkdir(parents=True, exist_ok=True)
     bin_dir = root / "bin"
@@ -43,8 +43,10 @@ def node_env(root: Path, smi: str | None = None, extra: dict | None = None) -> d
         script = bin_dir / "nvidia-smi"
         script.write_text(f'#!/bin/sh\nfor a in "$@"; do [ "$a" = "{QUERY}" ] && {{ printf %s \'{smi}\'; exit 0; }}; done\nexit 1\n')
         script.chmod(0o755)
-    keep = {k: v for k, v in os.environ.items() if k in ("LANG", "LC_ALL", "TMPDIR")}
-    env = {**keep, "HOME": str(root / "home"), "PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin",
+    (root / "tmp").mkdir(exist_ok=True)  # torchrun's torchelastic_* logs land here, not in /tmp
+    keep = {k: v for k, v in os.environ.items() if k in ("LANG", "LC_ALL")}
+    env = {**keep, "HOME": str(root / "home"), "TMPDIR": str(root / "tmp"),
+           "PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin",
            "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "NO_COLOR": "1"}
     env.update(extra or {})
     return env

@@ -82,8 +82,10 @@ def doctor_subprocess(*args: str, env: dict | None = None, cwd: Path | None = No
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("LIBTORCH", "Torch_DIR", "GITHUB_"))}
     full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
     full_env.update(env or {})
+    # a fresh folder with no project file, inside the test's own HOME (removed with it, not left in /tmp)
+    cwd = cwd or tempfile.mkdtemp(prefix="cwd-", dir=os.environ.get("HOME"))
     return subprocess.run([sys.executable, "-m", "doctor", *args], capture_output=True, text=True, env=full_env,
-                          cwd=cwd or tempfile.mkdtemp(), timeout=120)
+                          cwd=cwd, timeout=120)
 
 
 NOBODY = 65534

@@ -26,7 +26,7 @@ def _free_port() -> int:
 
 def _torchrun(nproc: int, out: Path, tmp_path: Path, steps: int = 4) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MASTER_", "RANK", "WORLD_SIZE", "LOCAL_"))}
-    env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", HOME=str(tmp_path))
+    env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", HOME=str(tmp_path), TMPDIR=str(tmp_path))  # torchelastic_* logs
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}", "--nnodes=1",
            "--master-addr=127.0.0.1", f"--master-port={_free_port()}",
            "-m", "torchfn.parallel", "--steps", str(steps), "--backend", "gloo", "--out", str(out)]
