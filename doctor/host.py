@@ -693,7 +693,7 @@ def read_fd(fd: int, limit: int, size: int = 0) -> bytes:
     read (a 100 MB log: no 100 chunks joined); a pipe, or a file that grows meanwhile, in 1 MiB
     reads into one growing buffer, whose bytes are handed over without a second copy. Nothing
     is reserved up front: `read(limit)` asks for `limit` bytes at once, and a 1 GiB limit under
-    `ulimit -v` failed a 30-byte log on stdin (issue 19's memory, docs/security.md)."""
+    `ulimit -v` failed a 30-byte log on stdin (docs/security.md, "explain: hostile logs")."""
     import io
 
     first = os.read(fd, min(limit, max(size + 1, 1 << 20)))
