@@ -1,4 +1,5 @@
-"""Advice for the distributed ids whose log names more than the id: which ranks run which NCCL."""
+"""Advice for the distributed ids whose log names more than the id: which ranks run which NCCL, the
+store's address, the platform that has no NCCL."""
 
 from __future__ import annotations
 
@@ -76,7 +77,32 @@ def _store_timeout(match: Match, facts: MachineFacts) -> Advice:
                   fixes.store_reachable(host, port), subject=f"{host}:{port}")
 
 
+_GLOO = ("use the gloo backend: init_process_group(\"gloo\"), or the training tool's backend setting (one GPU needs "
+         "no process group at all)")
+
+
+def _nccl_not_compiled(match: Match, facts: MachineFacts) -> Advice:
+    """The log's own paths say Windows (torch or python.exe under a drive letter); otherwise the
+    machine the doctor runs on, when it is Windows or macOS: no CUDA build to install there, so
+    the advice is gloo alone. On Linux the rule's words stand (a CPU build is the likely cause)."""
+    windows = match.values("windows_path")
+    system = "Windows" if windows else facts.system
+    if system not in ("Windows", "Darwin"):
+        return rule_advice(match.rule)
+    from doctor.formats import clip
+
+    name = "Windows" if system == "Windows" else "macOS"
+    detail = [match.rule.cause]
+    if windows:
+        detail.append(f"The log's paths are Windows paths ({clip(windows[0], 120)}): PyTorch publishes no NCCL for "
+                      "Windows.")
+    fix = _GLOO + ("; for NCCL, run the job under WSL 2, whose Linux CUDA builds have it" if name == "Windows" else "")
+    return Advice(f"torch for {name} has no NCCL, and the job asked for the nccl backend", detail, fix,
+                  subject=name)
+
+
 DIST_ADVISORS: dict[str, Callable[[Match, MachineFacts], Advice]] = {
+    "nccl.not-compiled": _nccl_not_compiled,
     "dist.version-mismatch": _version_mismatch,
     "dist.store-timeout": _store_timeout,
 }

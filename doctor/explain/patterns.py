@@ -544,6 +544,16 @@ DISTRIBUTED: tuple[Rule, ...] = (
                  basis="`Attempted to get default timeout for nccl backend, but NCCL support is not compiled`: "
                        "torch/distributed/distributed_c10d.py's warning when the nccl backend is asked of a torch "
                        "without NCCL (torch 2.13)"),
+            # where the log came from: a traceback through a Windows install of torch, or the
+            # launcher naming a Windows python.exe (the advice then speaks of Windows alone)
+            sign(r"(?<![^\s\"'(])(?P<windows_path>[A-Za-z]:\\\S*?\\(?:torch\\(?:distributed|multiprocessing)\\|"
+                 r"pythonw?\.exe(?!\S)))",
+                 ("\\torch\\distributed\\", "\\torch\\multiprocessing\\", "python.exe", "pythonw.exe"),
+                 '  File "C:\\Users\\egora\\AppData\\Local\\Programs\\Python\\Python38\\lib\\site-packages\\torch\\'
+                 'multiprocessing\\spawn.py", line 74, in _wrap',
+                 "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 (pid: 27316) of "
+                 "binary: C:\\anaconda\\envs\\clip\\python.exe",
+                 trigger=False),
         ),
     ),
     Rule(
