@@ -96,6 +96,8 @@ def _nccl_not_compiled(match: Match, facts: MachineFacts) -> Advice:
     if windows:
         detail.append(f"The log's paths are Windows paths ({clip(windows[0], 120)}): PyTorch publishes no NCCL for "
                       "Windows.")
+    else:  # the log does not say: this machine does
+        detail.append(f"The doctor runs on {name}, where PyTorch publishes no NCCL.")
     fix = _GLOO + ("; for NCCL, run the job under WSL 2, whose Linux CUDA builds have it" if name == "Windows" else "")
     return Advice(f"torch for {name} has no NCCL, and the job asked for the nccl backend", detail, fix,
                   subject=name)

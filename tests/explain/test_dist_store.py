@@ -53,4 +53,3 @@ def test_the_shown_command_is_the_one_a_shell_runs():
     command = f.fix.split("(", 1)[1].split(")", 1)[0]
     argv = subprocess.run(["bash", "-c", 'printf "%s\\n" ' + command], capture_output=True, text=True, check=True)
     assert argv.stdout.splitlines() == ["nc", "-zv", "node-3.cluster.internal", "29500"]
-

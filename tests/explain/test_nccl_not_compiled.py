@@ -27,6 +27,7 @@ def test_a_windows_log_gets_gloo_and_wsl_not_a_cuda_build(line):
 def test_the_machine_decides_when_the_log_does_not_say():
     mac = explain_text(NO_NCCL, MachineFacts(system="Darwin"))[0]
     assert mac.title == "torch for macOS has no NCCL, and the job asked for the nccl backend" and "WSL" not in mac.fix
+    assert "The doctor runs on macOS, where PyTorch publishes no NCCL." in mac.detail
     linux = explain_text(NO_NCCL, MachineFacts(system="Linux"))[0]
     assert linux.title == "this torch has no NCCL, and the job asked for the nccl backend"
     assert "install a CUDA build of torch" in linux.fix
