@@ -53,8 +53,8 @@ def get_archive(host: Host, plan: Plan, dest: Path, *, retries: int, backoff: fl
     except OSError as exc:
         raise os_error(exc, "create a work folder in", dest.parent) from exc
     try:
-        path, origin = pip_download(host, plan.version, plan.platform, host_platform(host.system, host.machine),
-                                    workdir, plan.index_url, log)
+        path, origin = pip_download(host, plan.version, plan.variant, plan.platform,
+                                    host_platform(host.system, host.machine), workdir, plan.index_url, log)
         sha, size = sha256_file(path)
     except BaseException:  # the caller removes the work folder only once it holds the Archive
         rmtree(workdir)

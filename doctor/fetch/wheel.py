@@ -51,14 +51,25 @@ CPYTHONS = tuple((3, minor) for minor in range(8, 16))
 NO_WHEEL = "No matching distribution found"  # pip's words when no file fits the asked tags
 
 
-def pip_download(host: Host, version: str, platform: str, host_platform: str | None, workdir: Path,
+def requirement(version: str, variant: str, platform: str) -> str:
+    """What pip is asked for. On Linux x86_64 a CPU or ROCm build is asked for by its local label
+    (`torch==2.13.0+cpu`): PyTorch's indexes label those wheels, and PyPI's unlabelled torch there
+    is a CUDA build, which pip would otherwise download (gigabytes) for the fetch to refuse. A
+    CUDA variant stays unlabelled: PyPI's torch is one."""
+    if platform == "linux-x86_64" and (variant == "cpu" or variant.startswith("rocm")):
+        return f"torch=={version}+{variant}"
+    return f"torch=={version}"
+
+
+def pip_download(host: Host, version: str, variant: str, platform: str, host_platform: str | None, workdir: Path,
                  index_url: str | None, log) -> tuple[Path, str | None]:
     """Run pip and return (wheel file, where pip got it from if it said). When no wheel fits the
     Python that runs pip (a Python newer or older than the release supports), ask again for the
     other CPythons, nearest first: the tree needs only the wheel's C++ part."""
     from doctor.fetch.names import redact_text
 
-    argv = [host.python, "-m", "pip", "download", f"torch=={version}", "--no-deps", "--only-binary=:all:",
+    wanted = requirement(version, variant, platform)
+    argv = [host.python, "-m", "pip", "download", wanted, "--no-deps", "--only-binary=:all:",
             "--progress-bar", "off", "-d", str(workdir)]
     if index_url:
         argv += ["--index-url", index_url]
@@ -67,22 +78,25 @@ def pip_download(host: Host, version: str, platform: str, host_platform: str | N
     log(redact_text("running: python " + " ".join(argv[1:]), index_url))
     result = host.run(argv, timeout=PIP_TIMEOUT)
     wheels = sorted(workdir.glob("torch-*.whl"))
-    what = f"torch=={version}"
+    what = wanted
     if not wheels and NO_WHEEL in result.stderr + result.stdout:
         own = f"{sys.version_info[0]}.{sys.version_info[1]}"
         first = result
         for python in other_pythons(sys.version_info[:2]):
-            log(f"no torch=={version} wheel for Python {own} there; asking for Python {python}'s "
+            log(f"no {wanted} wheel for Python {own} there; asking for Python {python}'s "
                 "(the C++ library in it is the same for every Python)")
             result = host.run([*argv, "--python-version", python], timeout=PIP_TIMEOUT)
             wheels = sorted(workdir.glob("torch-*.whl"))
             if wheels or NO_WHEEL not in result.stderr + result.stdout:
                 break
         else:  # no CPython has one: pip's words about the Python asked first say most
-            result, what = first, f"torch=={version} for Python {own} or any CPython {_span(CPYTHONS)}"
+            result, what = first, f"{wanted} for Python {own} or any CPython {_span(CPYTHONS)}"
     if not result.ok or not wheels:
         tail = (result.stderr or result.stdout or result.error).strip().splitlines()[-3:]
+        labelled = "+" in wanted
         raise DoctorError(redact_text(f"pip could not download {what}: " + (" / ".join(tail) or "no wheel"), index_url),
+                          (f"PyPI's torch for Linux x86_64 is a CUDA build; the {variant} build is on PyTorch's index: "
+                           f"give --index-url https://download.pytorch.org/whl/{variant}") if labelled and not index_url else
                           "check `pip download torch==VERSION --no-deps` by hand; give --index-url "
                           "https://download.pytorch.org/whl/<variant> for a specific variant",
                           error_id="fetch.download-failed")

@@ -91,17 +91,23 @@ def fake_wheel(path: Path, version_py: str, config: str | None = None) -> Path:
     return path
 
 
-def real_small_wheel(folder: Path, torch_dir: Path, python: str) -> Path:
+def real_small_wheel(folder: Path, torch_dir: Path, python: str, cuda: str | None = None) -> Path:
     """A torch 2.13.0+cpu wheel for CPython `python` ("3.12") made of the installed torch's own
-    version.py, libc10.so, a header and TorchConfig.cmake, with the metadata pip reads."""
+    version.py, libc10.so, a header and TorchConfig.cmake, with the metadata pip reads; with
+    `cuda`, named and versioned as PyPI's CUDA wheel is (no local label)."""
     tag = "cp" + python.replace(".", "")
-    path = folder / f"torch-2.13.0+cpu-{tag}-{tag}-manylinux_2_28_x86_64.whl"
-    info = "torch-2.13.0+cpu.dist-info"
+    version = "2.13.0" if cuda else "2.13.0+cpu"
+    path = folder / f"torch-{version}-{tag}-{tag}-manylinux_2_28_x86_64.whl"
+    info = f"torch-{version}.dist-info"
     with zipfile.ZipFile(path, "w") as zf:
         for name, mode in (("version.py", 0o644), ("lib/libc10.so", 0o755), ("include/c10/core/Device.h", 0o644),
                            ("share/cmake/Torch/TorchConfig.cmake", 0o644)):
-            zf.writestr(zinfo(f"torch/{name}", 0o100000 | mode), (torch_dir / name).read_bytes())
-        zf.writestr(zinfo(f"{info}/METADATA", 0o100644), "Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0+cpu\n")
+            data = (torch_dir / name).read_bytes()
+            if cuda and name == "version.py":
+                data = data.replace(b"2.13.0+cpu", b"2.13.0").replace(b"cuda: Optional[str] = None",
+                                                                      f"cuda: Optional[str] = '{cuda}'".encode())
+            zf.writestr(zinfo(f"torch/{name}", 0o100000 | mode), data)
+        zf.writestr(zinfo(f"{info}/METADATA", 0o100644), f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n")
         zf.writestr(zinfo(f"{info}/WHEEL", 0o100644),
                     f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}-{tag}-manylinux_2_28_x86_64\n")
         zf.writestr(zinfo(f"{info}/RECORD", 0o100644), "")
@@ -127,7 +133,7 @@ def test_a_python_the_release_has_no_wheel_for_gets_another_pythons_wheel(tmp_pa
     r = run_doctor("fetch-libtorch", "--from-wheel", "--version", "2.13.0", "--variant", "cpu", "--dest", str(dest),
                    "--no-lock", cwd=tmp_path, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
-    asked = re.findall(r"no torch==2\.13\.0 wheel for Python (\S+) there; asking for Python (\S+)'s", r.stderr)
+    asked = re.findall(r"no torch==2\.13\.0\+cpu wheel for Python (\S+) there; asking for Python (\S+)'s", r.stderr)
     assert asked == [(own, p) for p in other_pythons(sys.version_info[:2])[:2]], r.stderr
     rec = read_install_record(dest)
     assert rec["source"]["file"] == f"torch-2.13.0+cpu-cp{second.replace('.', '')}-cp{second.replace('.', '')}-manylinux_2_28_x86_64.whl"
@@ -139,9 +145,35 @@ def test_a_python_the_release_has_no_wheel_for_gets_another_pythons_wheel(tmp_pa
     r = run_doctor("fetch-libtorch", "--from-wheel", "--version", "2.13.0", "--variant", "cpu", "--dest",
                    str(tmp_path / "other"), "--no-lock", cwd=tmp_path, env=env, timeout=300)
     assert r.returncode == 1 and len(re.findall("asking for Python", r.stderr)) == len(other_pythons(sys.version_info[:2]))
-    assert f"error: pip could not download torch==2.13.0 for Python {own} or any CPython 3.8–3.15: " in r.stderr
+    assert f"error: pip could not download torch==2.13.0+cpu for Python {own} or any CPython 3.8–3.15: " in r.stderr
     assert "No matching distribution found for torch==2.13.0" in r.stderr
     assert not (tmp_path / "other").exists() and [p.name for p in tmp_path.glob(".other.*")] == [".other.lock"]
+
+
+@pytest.mark.skipif(sys.platform != "linux" or platform.machine() != "x86_64", reason="the wheel is tagged linux x86_64")
+def test_the_cpu_build_is_asked_for_by_its_label_and_pypis_cuda_wheel_never_fetched(tmp_path, wheel_root):
+    """PyPI's torch for Linux x86_64 is a CUDA build, unlabelled: `--variant cpu` asked pip for
+    torch==2.13.0, pip fetched that wheel (gigabytes, from PyPI), and the fetch refused it. Now
+    pip is asked for torch==2.13.0+cpu: an index holding only the CUDA wheel fails without
+    fetching it, and the hint names PyTorch's CPU index. Real pip, a private find-links folder."""
+    own = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    links = tmp_path / "links"
+    links.mkdir()
+    real_small_wheel(links, wheel_root, own, cuda="13.0")
+    env = {k: v for k, v in doctor_env().items() if not k.startswith("PIP_")}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1", PIP_FIND_LINKS=str(links), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    r = run_doctor("fetch-libtorch", "--from-wheel", "--version", "2.13.0", "--variant", "cpu", "--dest",
+                   str(tmp_path / "libtorch"), "--no-lock", cwd=tmp_path, env=env, timeout=300)
+    assert r.returncode == 1, r.stderr
+    assert "running: python -m pip download torch==2.13.0+cpu --no-deps" in r.stderr
+    assert "error: pip could not download torch==2.13.0+cpu for Python" in r.stderr
+    assert "hint: PyPI's torch for Linux x86_64 is a CUDA build; the cpu build is on PyTorch's index: give --index-url " \
+           "https://download.pytorch.org/whl/cpu" in r.stderr
+    assert "pip downloaded torch" not in r.stderr  # the CUDA wheel was never fetched, so never refused
+    # a CUDA variant stays unlabelled (PyPI's torch is one), and a cpu one elsewhere too
+    assert wheel.requirement("2.13.0", "cu130", "linux-x86_64") == "torch==2.13.0"
+    assert wheel.requirement("2.13.0", "cpu", "linux-aarch64") == "torch==2.13.0"
+    assert wheel.requirement("2.13.0", "rocm6.4", "linux-x86_64") == "torch==2.13.0+rocm6.4"
 
 
 def test_wheel_facts_from_real_version_py_text(tmp_path, wheel_root):
