@@ -688,14 +688,18 @@ def _names_in(directory: str) -> frozenset[str] | None:
         return None
 
 
-def read_fd(fd: int, limit: int, size: int = 0) -> bytes:
-    """At most `limit` bytes of the open `fd`, to its end. A regular file's `size` comes in one
-    read (a 100 MB log: no 100 chunks joined); a pipe, or a file that grows meanwhile, in 1 MiB
-    reads into one growing buffer, whose bytes are handed over without a second copy. Nothing
-    is reserved up front: `read(limit)` asks for `limit` bytes at once, and a 1 GiB limit under
-    `ulimit -v` failed a 30-byte log on stdin (docs/security.md, "explain: hostile logs")."""
+def read_fd(fd: int, limit: int, size: int | None = None) -> bytes:
+    """At most `limit` bytes of the open `fd`, to its end. A regular file's size (`size`, else
+    fstat's) comes in one read (a 100 MB log: no 100 chunks joined); a pipe, or a file that grows
+    meanwhile, in 1 MiB reads into one growing buffer, whose bytes are handed over without a
+    second copy. Nothing is reserved up front: `read(limit)` asks for `limit` bytes at once, and
+    a 1 GiB limit under `ulimit -v` failed a 30-byte log on stdin (docs/security.md, "explain:
+    hostile logs")."""
     import io
 
+    if size is None:
+        st = os.fstat(fd)
+        size = st.st_size if stat.S_ISREG(st.st_mode) else 0
     first = os.read(fd, min(limit, max(size + 1, 1 << 20)))
     chunk = os.read(fd, min(limit - len(first), 1 << 20)) if first and len(first) < limit else b""
     if not chunk:  # all of it in the first read: a regular file, a short pipe

@@ -68,11 +68,7 @@ def _read_stdin(stream) -> bytes:
         fd = stream.fileno()
     except (AttributeError, io.UnsupportedOperation):  # an in-memory stdin (a test runner's)
         return stream.read(READ_LIMIT)
-    import os
-    import stat
-
-    st = os.fstat(fd)
-    return read_fd(fd, READ_LIMIT, st.st_size if stat.S_ISREG(st.st_mode) else 0)
+    return read_fd(fd, READ_LIMIT)
 
 
 def _read(host, path: str) -> bytes:

@@ -97,7 +97,10 @@ def _where(install) -> str:
 
 
 def _platform(match: Match, facts: MachineFacts) -> str:
-    """The OS the log came from: its own words first (dyld, .dll), this machine otherwise."""
+    """The OS the log came from: its own words first (dyld, .dll, a Windows path a sign
+    captured as `windows_path`), this machine otherwise."""
+    if match.values("windows_path"):
+        return "Windows"
     text = " ".join(h.line for h in match.hits)
     if "dyld" in text or ".dylib" in text or "Library not loaded" in text:
         return "Darwin"

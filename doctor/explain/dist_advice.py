@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from doctor import fixes
+from doctor.explain import advice as base
 from doctor.explain.facts import Advice, MachineFacts, rule_advice
 
 if TYPE_CHECKING:  # the engine calls the advisors; they only read the Match they are given
@@ -82,21 +83,22 @@ _GLOO = ("use the gloo backend: init_process_group(\"gloo\"), or the training to
 
 
 def _nccl_not_compiled(match: Match, facts: MachineFacts) -> Advice:
-    """The log's own paths say Windows (torch or python.exe under a drive letter); otherwise the
-    machine the doctor runs on, when it is Windows or macOS: no CUDA build to install there, so
-    the advice is gloo alone. On Linux the rule's words stand (a CPU build is the likely cause)."""
-    windows = match.values("windows_path")
-    system = "Windows" if windows else facts.system
+    """The platform the log came from (its Windows paths: torch or python.exe under a drive
+    letter), else the machine the doctor runs on: on Windows or macOS there is no CUDA build to
+    install, so the advice is gloo alone. On Linux the rule's words stand (a CPU build is the
+    likely cause)."""
+    system = base._platform(match, facts)
     if system not in ("Windows", "Darwin"):
         return rule_advice(match.rule)
     from doctor.formats import clip
 
     name = "Windows" if system == "Windows" else "macOS"
     detail = [match.rule.cause]
+    windows = match.values("windows_path")
     if windows:
         detail.append(f"The log's paths are Windows paths ({clip(windows[0], 120)}): PyTorch publishes no NCCL for "
                       "Windows.")
-    else:  # the log does not say: this machine does
+    elif system == facts.system:  # the log does not say: this machine does
         detail.append(f"The doctor runs on {name}, where PyTorch publishes no NCCL.")
     fix = _GLOO + ("; for NCCL, run the job under WSL 2, whose Linux CUDA builds have it" if name == "Windows" else "")
     return Advice(f"torch for {name} has no NCCL, and the job asked for the nccl backend", detail, fix,
