@@ -48,6 +48,12 @@ def clip(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def listing(items: list, shown: int) -> str:
+    """The first `shown` items, comma-separated, then "and N more" for the rest."""
+    more = len(items) - shown
+    return ", ".join(map(str, items[:shown])) + (f" and {more} more" if more > 0 else "")
+
+
 def excerpt(text: str, limit: int = 300) -> str:
     """Whitespace folded to single spaces, then clipped: a tool's output as one evidence line."""
     return clip(" ".join(text.split()), limit)

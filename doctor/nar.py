@@ -8,13 +8,17 @@ Two ways in, one serialiser (and no knowledge of zips: `doctor.fetch.extract.nar
 feeds a zip's layout to the same writer):
 - `nar_hash(path)`: a tree (or a single file / symlink) on disk, like `nix-hash --type sha256 PATH`;
   walked iteratively, so a tree thousands of levels deep cannot exhaust the stack.
+  `nar_digests(path, part_size=N)` adds the sha256 of each N bytes of the same NAR (the parts
+  fetch-libtorch records and `--verify` checks on every idle CPU).
 - `NarWriter`: fed entries in sorted order while extracting, so installing and hashing are one pass.
+Both hand their bytes to a `Digester`, which hashes them on the CPUs it was given.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import math
 import os
 import stat
 import struct
@@ -23,7 +27,9 @@ from pathlib import Path
 
 MAGIC = b"nix-archive-1"
 CHUNK = 1 << 20  # the framing and small files are hashed in blocks of about this size
-READ = 128 << 10  # a large file is read this much at a time (see _Sink)
+READ = 128 << 10  # a large file is read this much at a time (see Digester)
+UNIT = 4 << 20  # bytes of NAR per piece of work when no part size is asked
+_PREADV = getattr(os, "preadv", None)  # each thread reads a shared file at its own offset
 # Nix's own base32 alphabet (no e, o, u, t) and its odd bit order; used by `nix-hash --base32`.
 _NIX32 = "0123456789abcdfghijklmnpqrsvwxyz"
 
@@ -148,52 +154,80 @@ _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBL
                | getattr(os, "O_CLOEXEC", 0))
 
 
-def nar_hash(path: str | os.PathLike[str], exclude_top: Iterable[str] = (), overlap: bool | None = None) -> str:
+def nar_hash(path: str | os.PathLike[str], exclude_top: Iterable[str] = (), threads: int | None = None) -> str:
     """SRI sha256 of the NAR of `path` (a directory, file or symlink), as Nix computes it.
 
     `exclude_top` names entries directly under a directory `path` to leave out (the
-    install record and `.ok` marker that fetch-libtorch adds to a tree). `overlap`: hash in a
-    second thread while this one walks and reads (default: when a second CPU is idle); the
-    digest is the same either way.
+    install record and `.ok` marker that fetch-libtorch adds to a tree). `threads`: how many
+    CPUs may hash (default: those idle now, `idle_cpus`); the digest is the same either way.
     """
-    h = hashlib.sha256()
+    return nar_digests(path, exclude_top, threads=threads)[0]
+
+
+def nar_digests(path: str | os.PathLike[str], exclude_top: Iterable[str] = (), *, whole: bool = True,
+                part_size: int | None = None, threads: int | None = None) -> tuple[str | None, list[str] | None]:
+    """The NAR hash of `path` (SRI, when `whole`) and, with `part_size`, the sha256 (hex) of
+    each `part_size` bytes of the same NAR stream, the last part shorter.
+
+    One sha256 over the whole stream is sequential: one CPU, whatever the machine has. The
+    parts are independent, so `--verify` checks a tree against the parts its install recorded
+    on every idle CPU (`threads`, default `idle_cpus()`); together they cover every byte of
+    the NAR in order, so they match exactly when the NAR hash would (docs/performance.md,
+    "verify"). An install computes both from one walk."""
     p = Path(path)
     st = os.lstat(p)
-    if not stat.S_ISDIR(st.st_mode):
-        h.update(_str(MAGIC))
-        _dump_node(p, st, h.update)
-        return sri(h.digest())
-    skip = {os.fsencode(n) for n in exclude_top}
-    sink = _Sink(h.update, _spare_cpu() if overlap is None else overlap)
+    digester = Digester(whole, part_size, idle_cpus() if threads is None else threads)
     try:
-        _dump_tree(os.fsencode(p), sink, skip)
+        if stat.S_ISDIR(st.st_mode):
+            _dump_tree(os.fsencode(p), digester, {os.fsencode(n) for n in exclude_top})
+        else:
+            _dump_root(p, st, digester)
+    finally:
+        digester.close()
+    return digester.whole, digester.parts
+
+
+def nar_entries(path: str | os.PathLike[str], start: int, end: int, exclude_top: Iterable[str] = ()) -> list[str]:
+    """The files and symlinks of the directory `path` whose NAR entries overlap the bytes
+    [start, end) of its NAR, as paths relative to `path`: what `--verify` names when a part
+    differs. Walks the tree once more, hashing nothing."""
+    root = os.fsencode(path)
+    marks: list[tuple[int, bytes]] = []
+    sink = Digester(False, None, 1)
+    try:
+        _dump_tree(root, sink, {os.fsencode(n) for n in exclude_top}, marks)
     finally:
         sink.close()
-    return sri(h.digest())
+    ends = [m[0] for m in marks[1:]] + [sink.position]
+    return [os.fsdecode(os.path.relpath(name, root)) for (begin, name), stop in zip(marks, ends)
+            if begin < end and stop > start]
 
 
-def _spare_cpu() -> bool:
-    """Whether a second thread would run beside this one: the process may use two CPUs and
-    fewer tasks than CPUs are runnable at this moment, this thread included (Linux:
-    /proc/loadavg's fourth field); elsewhere, the 1-minute load average leaves one idle. On a
-    busy machine the hand-offs between the threads cost more than the overlap saves
+MAX_WORKERS = 4  # sha256 threads at most: past that the reads, not the CPUs, set the pace
+
+
+def idle_cpus() -> int:
+    """How many CPUs this process may hash on now, its own included (1 to MAX_WORKERS): those
+    of its affinity less the tasks runnable at this moment other than itself (Linux:
+    /proc/loadavg's fourth field); elsewhere, those the 1-minute load average leaves idle by
+    half a CPU. On a busy machine the hand-offs between threads cost more than they save
     (docs/performance.md, "verify"). The moment, not the 1-minute average: at the end of a
     fetch the average still counts the download and the unpack this process just finished,
-    and said "busy" on an idle machine (issue 19). The digest is the same either way."""
+    and said "busy" on an idle machine (issue 19)."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # macOS: no affinity call
         cpus = os.cpu_count() or 1
-    if cpus < 2:
-        return False
     running = _runnable_now()
     if running is not None:
-        return running < cpus
-    try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):  # Windows
-        load = 0.0
-    return load < cpus - 0.5
+        idle = cpus - running + 1
+    else:
+        try:
+            load = os.getloadavg()[0]
+        except (AttributeError, OSError):  # Windows
+            load = 0.0
+        idle = 1 + max(0, math.ceil(cpus - 0.5 - load))
+    return max(1, min(idle, cpus, MAX_WORKERS))
 
 
 def _runnable_now(path: str = "/proc/loadavg") -> int | None:
@@ -205,89 +239,228 @@ def _runnable_now(path: str = "/proc/loadavg") -> int | None:
         return None
 
 
-class _Sink:
-    """Where the NAR bytes go, in order: straight into `update`, or (overlap) through a queue
-    to a thread that runs `update` while the caller walks and reads on.
+class _File:
+    """A large file's descriptor, shared by the units its contents were cut into; closed when
+    the last of them is hashed."""
 
-    A large file's contents are read by the thread that hashes them (`contents`), into one
-    buffer of READ bytes that stays in that CPU's cache: the kernel's copy into a buffer that
-    fits there costs less than half of the copy into a larger one (a fresh process re-hashing
-    the 522 MB tree: 0.15 against 0.35–0.45 s of system time), and handing the bytes to
-    another CPU would move them through memory once more. The framing and the small files
-    are handed over as blocks the caller no longer touches (`block`). The walker waits when
-    the hasher is `_BLOCKS` items behind (each holding at most a block or an open file)."""
+    __slots__ = ("fd", "path", "units")
 
-    _BLOCKS = 8
+    def __init__(self, fd: int, path: bytes, units: int) -> None:
+        self.fd, self.path, self.units = fd, path, units
 
-    def __init__(self, update: Callable[[bytes], object], overlap: bool) -> None:
-        self._update = update
+
+class _Unit:
+    """`size` consecutive bytes of the NAR (the last unit shorter): byte strings (framing and
+    small files) and (file, offset, length) ranges that the hashing thread reads itself."""
+
+    __slots__ = ("index", "pieces", "left")
+
+    def __init__(self, index: int, pieces: list, left: int) -> None:
+        self.index, self.pieces, self.left = index, pieces, left
+
+
+class Digester:
+    """Where NAR bytes go (the walker's, or NarWriter's while unzipping): cut into units of the
+    part size (or UNIT), each hashed into the whole stream's sha256 (in order) and/or into a
+    digest of its own. `close()`, then read `whole` (SRI) and `parts` (hex).
+
+    With one worker everything runs in the walker's thread as it cuts. With more, a thread
+    keeps the whole hash (units in order) and the others hash parts, in any order; the walker
+    waits when `_slots` units are in flight (at most that many part sizes of small files
+    held in memory). A large file's contents are read by the thread that hashes them, READ
+    bytes at a time into a buffer that stays in that CPU's cache: the kernel's copy into a
+    buffer that fits there costs less than half of the copy into a larger one (a fresh process
+    re-hashing the 522 MB tree: 0.15 against 0.35–0.45 s of system time)."""
+
+    def __init__(self, whole: bool, part_size: int | None, workers: int) -> None:
+        if part_size is not None and part_size < 1:
+            raise ValueError(f"part size {part_size} is not a byte count")
+        self._size = part_size or UNIT
+        self._room = self._size
+        self._pieces: list = []
+        self._count = 0
+        self.position = 0  # NAR bytes received
+        self._sha = hashlib.sha256() if whole else None
+        self._digests: dict[int, bytes] | None = {} if part_size else None
+        self._consumers = int(whole) + int(part_size is not None)
+        self._error: BaseException | None = None
         self._buffer = bytearray(READ)
-        self._thread = None
-        if not overlap:
+        self._queues: list = []
+        self._threads: list = []
+        self.whole: str | None = None
+        self.parts: list[str] | None = None
+        if workers < 2 or not self._consumers or _PREADV is None:  # Windows: no pread, one thread
             return
         import queue
         import threading
 
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._slots = threading.BoundedSemaphore(self._BLOCKS)
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="nar-sha256", daemon=True)
-        self._thread.start()
+        self._lock = threading.Lock()
+        part_threads = 0 if self._digests is None else max(1, workers - (self._sha is not None))
+        self._slots = threading.BoundedSemaphore(2 * (part_threads + 1) + 2)
+        if self._sha is not None:
+            self._whole_queue: queue.SimpleQueue = queue.SimpleQueue()
+            self._start(self._whole_queue, self._hash_whole)
+        if part_threads:
+            self._part_queue: queue.SimpleQueue = queue.SimpleQueue()
+            for _ in range(part_threads):
+                self._start(self._part_queue, self._hash_part)
 
-    def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            try:
-                if type(item) is tuple:  # (fd, size, path): a large file's contents
-                    if self._error is None:
-                        _hash_file(*item, self._update, self._buffer)
-                    else:
-                        os.close(item[0])
-                elif self._error is None:
-                    self._update(item)
-            except BaseException as exc:  # keep draining: the walker must never wait forever
-                self._error = exc
-            self._slots.release()
+    def _start(self, source, work: Callable) -> None:
+        import threading
+
+        thread = threading.Thread(target=self._run, args=(source, work), name="nar-sha256", daemon=True)
+        thread.start()
+        self._queues.append(source)
+        self._threads.append(thread)
+
+    # -- the walker's side --
 
     def block(self, data: bytes | bytearray) -> None:
-        if self._thread is None:
-            self._update(data)
-        else:
-            self._slots.acquire()
-            self._queue.put(data)
+        """Bytes of the NAR (the caller no longer touches them)."""
+        if self._error is not None:  # stop walking: a thread already failed
+            raise self._error
+        view = memoryview(data)
+        self.position += len(view)
+        while len(view) >= self._room:
+            self._pieces.append(view[:self._room])
+            view = view[self._room:]
+            self._cut()
+        if view:
+            self._pieces.append(view)
+            self._room -= len(view)
 
     def contents(self, fd: int, size: int, path: bytes) -> None:
-        """Hash `size` bytes of the open file `fd`, then close it (the sink owns it now)."""
-        if self._thread is None:
-            _hash_file(fd, size, path, self._update, self._buffer)
-        else:
-            self._slots.acquire()
-            self._queue.put((fd, size, path))
+        """`size` bytes of the open file `fd`, read when hashed; the hasher closes `fd`."""
+        self.position += size
+        if not size:
+            os.close(fd)
+            return
+        first = min(size, self._room)
+        units = 1 + -(-(size - first) // self._size)
+        shared = _File(fd, path, units)
+        offset = 0
+        while offset < size:
+            length = min(size - offset, self._room)
+            self._pieces.append((shared, offset, length))
+            offset += length
+            self._room -= length
+            if not self._room:
+                self._cut()
+
+    def _cut(self) -> None:
+        unit = _Unit(self._count, self._pieces, self._consumers)
+        self._count += 1
+        self._pieces = []
+        self._room = self._size
+        if not self._threads:
+            if self._sha is not None:
+                self._guard(self._hash_whole, unit, self._buffer)
+            if self._digests is not None:
+                self._guard(self._hash_part, unit, self._buffer)
+            if not self._consumers:  # only walked (nar_entries): nothing will read the files
+                self._release(unit)
+            return
+        self._slots.acquire()
+        if self._sha is not None:
+            self._whole_queue.put(unit)
+        if self._digests is not None:
+            self._part_queue.put(unit)
 
     def close(self) -> None:
-        if self._thread is not None:
-            self._queue.put(None)
-            self._thread.join()
-            if self._error is not None:
-                raise self._error
+        """Hash what is left, wait for the threads; raise what failed, else set `whole`/`parts`."""
+        if self._pieces or not self._count:
+            self._cut()
+        for q in self._queues:
+            q.put(None)
+        for thread in self._threads:
+            thread.join()
+        if self._error is not None:
+            raise self._error
+        if self._sha is not None:
+            self.whole = sri(self._sha.digest())
+        if self._digests is not None:
+            self.parts = [self._digests[i].hex() for i in range(self._count)]
+
+    # -- the hashing side --
+
+    def _run(self, source, work: Callable) -> None:
+        buffer = bytearray(READ)
+        while (unit := source.get()) is not None:
+            self._guard(work, unit, buffer)
+
+    def _guard(self, work: Callable, unit: _Unit, buffer: bytearray) -> None:
+        """Run `work` on `unit` unless something failed already; keep the first failure (the
+        walker must never wait forever), and close the unit's files when it was the last."""
+        try:
+            if self._error is None:
+                work(unit, buffer)
+        except BaseException as exc:
+            self._error = self._error or exc
+        finally:
+            self._done(unit)
+
+    def _hash_whole(self, unit: _Unit, buffer: bytearray) -> None:
+        _feed(unit.pieces, self._sha.update, buffer)
+
+    def _hash_part(self, unit: _Unit, buffer: bytearray) -> None:
+        h = hashlib.sha256()
+        _feed(unit.pieces, h.update, buffer)
+        self._digests[unit.index] = h.digest()
+
+    def _done(self, unit: _Unit) -> None:
+        if self._threads:
+            with self._lock:
+                unit.left -= 1
+                last = not unit.left
+                if last:
+                    self._release(unit)
+            if last:
+                self._slots.release()
+        else:
+            unit.left -= 1
+            if not unit.left:
+                self._release(unit)
+
+    @staticmethod
+    def _release(unit: _Unit) -> None:
+        for piece in unit.pieces:
+            if type(piece) is tuple:
+                shared = piece[0]
+                shared.units -= 1
+                if not shared.units:
+                    os.close(shared.fd)
 
 
-def _hash_file(fd: int, size: int, path: bytes, update: Callable[[bytes], object], buffer: bytearray) -> None:
-    """Exactly `size` bytes of `fd` into `update`, READ at a time, as Nix reads what stat gave;
-    a file that shrinks meanwhile is an error. Closes `fd`."""
+def _feed(pieces: list, update: Callable[[bytes], object], buffer: bytearray) -> None:
+    for piece in pieces:
+        if type(piece) is tuple:
+            _read_range(*piece, update, buffer)
+        else:
+            update(piece)
+
+
+def _read_range(shared: _File, offset: int, length: int, update: Callable[[bytes], object],
+                buffer: bytearray) -> None:
+    """`length` bytes of a file from `offset` into `update`, READ at a time, as Nix reads the
+    size stat gave; a file that shrinks meanwhile is an error."""
     view = memoryview(buffer)
-    left = size
-    try:
-        while left:
-            n = os.readv(fd, [view[:left]] if left < len(buffer) else [buffer])
-            if not n:
-                raise ValueError(f"{os.fsdecode(path)}: the file shrank while it was read")
-            update(view[:n])
-            left -= n
-    finally:
-        os.close(fd)
+    while length:
+        want = view[:length] if length < len(buffer) else view
+        if _PREADV is not None:
+            n = _PREADV(shared.fd, [want], offset)
+        else:
+            os.lseek(shared.fd, offset, os.SEEK_SET)
+            data = os.read(shared.fd, len(want))
+            n = len(data)
+            want[:n] = data
+        if not n:
+            raise ValueError(f"{os.fsdecode(shared.path)}: the file shrank while it was read")
+        update(view[:n])
+        offset += n
+        length -= n
 
 
-def _dump_tree(root: bytes, sink: _Sink, skip: set[bytes]) -> None:
+def _dump_tree(root: bytes, sink: Digester, skip: set[bytes], marks: list | None = None) -> None:
     """The NAR of the directory `root` into `sink`: depth-first, siblings sorted by name bytes
     (exactly NAR order). An explicit stack of sorted sibling lists, not recursion (a tree
     thousands of levels deep cannot exhaust the stack).
@@ -295,7 +468,8 @@ def _dump_tree(root: bytes, sink: _Sink, skip: set[bytes]) -> None:
     Speed (`fetch-libtorch --verify` against `nix-hash`, docs/performance.md): scandir's file
     types spare an lstat per directory and symlink; a file is opened once and sized with
     fstat; a small one is read with one os.read and joins the framing in one buffer, hashed a
-    megabyte at a time; a large one is read by the sink, in the thread that hashes it."""
+    megabyte at a time; a large one is read by the sink, in the thread that hashes it.
+    `marks` (when given) gets (NAR offset, path) at each file and symlink entry."""
     out = bytearray(_str(MAGIC) + _OPEN + _TYPE + _DIRECTORY)
     stack = [[e for e in _scan(root) if e.name not in skip]]
     while stack:
@@ -305,6 +479,8 @@ def _dump_tree(root: bytes, sink: _Sink, skip: set[bytes]) -> None:
             out += _END if stack else _CLOSE  # a directory's node and entry; the root's node
             continue
         entry = pending.pop()
+        if marks is not None and not entry.is_dir(follow_symlinks=False):
+            marks.append((sink.position + len(out), entry.path))
         out += _ENTRY_NAME
         out += _str(entry.name)
         if entry.is_dir(follow_symlinks=False):
@@ -336,7 +512,7 @@ def _name(entry: os.DirEntry) -> bytes:
     return entry.name
 
 
-def _dump_file(path: bytes, out: bytearray, sink: _Sink) -> bytearray:
+def _dump_file(path: bytes, out: bytearray, sink: Digester) -> bytearray:
     """A regular file's node: appended to `out` when small; else `out` is handed to `sink`
     first and the open file follows (the sink reads it). Exactly the size fstat gave is read,
     as Nix does; a file that shrinks meanwhile is an error. Returns the buffer to go on
@@ -370,14 +546,15 @@ def _dump_file(path: bytes, out: bytearray, sink: _Sink) -> bytearray:
             os.close(fd)
 
 
-def _dump_node(p: Path, st: os.stat_result, update: Callable[[bytes], object]) -> None:
+def _dump_root(p: Path, st: os.stat_result, sink: Digester) -> None:
+    """The NAR of a single file or symlink."""
     if stat.S_ISLNK(st.st_mode):
-        update(_OPEN + _TYPE + _SYMLINK + _TARGET + _str(os.fsencode(os.readlink(p))) + _CLOSE)
+        sink.block(_str(MAGIC) + _OPEN + _TYPE + _SYMLINK + _TARGET + _str(os.fsencode(os.readlink(p))) + _CLOSE)
     elif stat.S_ISREG(st.st_mode):
-        update(_OPEN + _TYPE + _REGULAR + (_EXECUTABLE + _EMPTY if st.st_mode & stat.S_IXUSR else b"")
-               + _CONTENTS + struct.pack("<Q", st.st_size))
+        sink.block(_str(MAGIC) + _OPEN + _TYPE + _REGULAR + (_EXECUTABLE + _EMPTY if st.st_mode & stat.S_IXUSR else b"")
+                   + _CONTENTS + struct.pack("<Q", st.st_size))
         # exactly the size announced, as in a tree: a file that shrinks or grows meanwhile is not hashed wrong
-        _hash_file(os.open(p, _OPEN_FLAGS), st.st_size, os.fsencode(p), update, bytearray(READ))
-        update(_PAD[st.st_size % 8] + _CLOSE)
+        sink.contents(os.open(p, _OPEN_FLAGS), st.st_size, os.fsencode(p))
+        sink.block(_PAD[st.st_size % 8] + _CLOSE)
     else:
         raise ValueError(f"{p}: not a file, directory or symlink")

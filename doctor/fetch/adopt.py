@@ -8,7 +8,8 @@ thread finishes what it was handed. Each central entry must
 match a streamed one: same local-header offset, path, directory or not, method, sizes and the
 CRC-32 computed while writing; and nothing may have been streamed that it does not list. Only
 then is the tree finished as extract.py would leave it (file modes, symlinks made from the
-small files that held their targets, directory modes deepest first) and its NAR hash read back.
+small files that held their targets, directory modes deepest first) and its NAR hash and
+parts read back.
 
 Any disagreement returns the reason instead: the caller removes the streamed tree and unpacks
 from the file, so a zip whose local headers tell another story than its central directory is
@@ -37,7 +38,8 @@ class Adopted:
 
 def adopt(unzip: StreamUnzip | ThreadedUnzip, zip_path: Path, reserved: Iterable[str] = ()) -> Adopted | str:
     """The streamed tree, finished and hashed; or why it cannot be used."""
-    from doctor.nar import nar_hash
+    from doctor.fetch.record import part_size_for
+    from doctor.nar import nar_digests
 
     # The central directory is planned first: the file is complete, and the unzip's thread
     # may still be writing what it was handed last (a burst of small files), so the two overlap.
@@ -55,7 +57,9 @@ def adopt(unzip: StreamUnzip | ThreadedUnzip, zip_path: Path, reserved: Iterable
         return why
     root = unzip.root / layout.stripped if layout.stripped else unzip.root
     files, size = _settle(os.fsencode(root), layout, umask)
-    return Adopted(root, Extracted(nar_hash(root, exclude_top=reserved), files, size, layout.stripped))
+    part_size = part_size_for(layout.total_size)
+    whole, parts = nar_digests(root, exclude_top=reserved, part_size=part_size)
+    return Adopted(root, Extracted(whole, files, size, layout.stripped, {"size": part_size, "sha256": parts}))
 
 
 def disagreement(infos: list[zipfile.ZipInfo], streamed: dict[int, Streamed]) -> str | None:

@@ -58,7 +58,9 @@ def check_replaceable(dest: Path, force: bool) -> None:
                           "add --force to replace it, or choose another --dest", error_id="fetch.unsafe-dest")
     what = next((desc for name, desc in _KNOWN if name in names), None)
     if others:
-        shown = ", ".join(others[:6]) + (f" and {len(others) - 6} more" if len(others) > 6 else "")
+        from doctor.formats import listing
+
+        shown = listing(others, 6)
         found = f"it looks like {what or 'more than a libtorch tree'}: besides lib/ and include/ it holds {shown}"
     else:
         found = "it is not a libtorch tree (no lib/libc10.*, include/torch and share/cmake/Torch)"

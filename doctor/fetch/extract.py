@@ -27,7 +27,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from doctor.errors import DoctorError
-from doctor.nar import NarWriter, sri
+from doctor.fetch.record import part_size_for
+from doctor.nar import Digester, NarWriter, idle_cpus
 from doctor.record import record
 
 CHUNK = 1 << 20
@@ -107,6 +108,7 @@ class Extracted:
     files: int
     size: int  # bytes of file contents written
     stripped: str | None
+    nar_parts: dict | None = None  # the record's nar_parts: {"size": ..., "sha256": [...]}
 
 
 def current_umask() -> int:
@@ -388,7 +390,8 @@ def extract_zip(
                               read=_reader(zf), umask=umask, reserved=reserved)
         if check_space is not None:
             check_space(layout.total_size)
-        writer = _Writer()
+        part_size = part_size_for(layout.total_size)
+        writer = _Writer(Digester(True, part_size, idle_cpus()))
         nar = NarWriter(writer.hash)
         dirs: list[tuple[bytes, int]] = []  # (path, perms) to set once everything is inside
         made: set[tuple[bytes, ...]] = {()}
@@ -437,7 +440,8 @@ def extract_zip(
                 for path, perms in sorted(dirs, key=lambda d: d[0].count(b"/"), reverse=True):
                     os.chmod(path, perms)
         os.chmod(root, layout.root_perms if layout.root_perms is not None else implied)
-        return Extracted(sri(writer.hasher.digest()), files, size, layout.stripped)
+        return Extracted(writer.digester.whole, files, size, layout.stripped,
+                         {"size": part_size, "sha256": writer.digester.parts})
 
 
 MAX_LINK = 4096  # bytes of a symlink target (PATH_MAX)
@@ -511,19 +515,20 @@ def _write_file(zf: zipfile.ZipFile, entry: Entry, full: bytes, feed, progress, 
 
 
 class _Writer:
-    """Writes and hashes on a second thread, so inflating the next chunk goes on while the
-    kernel makes a write wait for the disk (zlib, hashlib and os.write all release the GIL).
+    """Writes on a second thread, so inflating the next chunk goes on while the kernel makes a
+    write wait for the disk (zlib, hashlib and os.write all release the GIL), and hands the
+    NAR bytes to `digester` (the NAR hash and its parts, hashed on the CPUs it was given).
 
     NAR bytes are queued in order with the file data (`hash` batches the small header pieces
     until the next write), so the hash sees exactly the stream NarWriter produced. A bounded
     queue keeps at most ~64 MB in flight.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, digester: Digester) -> None:
         import queue
         import threading
 
-        self.hasher = hashlib.sha256()
+        self.digester = digester
         self._pending: list[bytes] = []
         self._queue: queue.Queue = queue.Queue(maxsize=64)
         self._error: BaseException | None = None
@@ -545,6 +550,10 @@ class _Writer:
         self._queue.put((None, None, self._take(), None))
         self._queue.put(None)
         self._thread.join()
+        try:
+            self.digester.close()
+        except BaseException as exc:  # the writer's own error comes first
+            self._error = self._error or exc
         if self._error is not None:
             raise self._error
 
@@ -557,7 +566,7 @@ class _Writer:
             fd, data, hashed, perms = item
             try:
                 for piece in hashed:
-                    self.hasher.update(piece)
+                    self.digester.block(piece)
                 if fd is None or self._error is not None and data is not None:
                     continue
                 if data is not None:

@@ -101,7 +101,8 @@ def _record(plan: Plan, archive: Archive, extracted, version, variant, abi, buil
     return InstallRecord(version=version, variant=variant, abi=abi, platform=plan.platform, debug=plan.debug,
                          channel=plan.channel, build_version=build_version, source=source,
                          sha256=archive.sha256, size=archive.size, nar_hash=extracted.nar_hash,
-                         strip_root=extracted.stripped, installed_at=now, doctor_version=__version__)
+                         strip_root=extracted.stripped, installed_at=now, doctor_version=__version__,
+                         nar_parts=extracted.nar_parts)
 
 
 def _unpack(plan: Plan, archive: Path, staging: Path):

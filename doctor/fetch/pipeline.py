@@ -250,21 +250,29 @@ def _agrees(record: InstallRecord, plan: Plan, entry: dict | None, same_kind: bo
 
 
 def verify_tree(dest: Path, record: InstallRecord, entry: dict | None, lock_path: Path | None, log) -> None:
-    """Re-hash the installed tree; a mismatch speaks of the tree at `dest`, not of an archive."""
-    from doctor.fetch.verify import check_installed
-    from doctor.nar import nar_hash
+    """Re-hash the installed tree; a mismatch speaks of the tree at `dest`, not of an archive.
+    With the record's parts, each is checked on an idle CPU; a match ties the tree to the record,
+    so the record's NAR hash stands for the tree's against the lock."""
+    from doctor.fetch.verify import check_installed, check_parts
+    from doctor.nar import nar_digests
 
     log(f"re-hashing {dest}")
+    parts = record.nar_parts
     try:
-        actual = nar_hash(dest, exclude_top=NOT_HASHED)
+        whole, actual = nar_digests(dest, NOT_HASHED, whole=parts is None,
+                                    part_size=parts["size"] if parts else None)
     except OSError as exc:
         raise os_error(exc, f"read the installed tree at {dest}:", os.fsdecode(exc.filename) if exc.filename else dest) from exc
     except ValueError as exc:  # a FIFO or device inside the tree
         raise DoctorError(f"the installed tree at {dest} holds something that is not a file, directory "
                           f"or symlink: {exc}", "re-install it with --force", error_id="fetch.bad-tree") from exc
-    check_installed(actual, record.nar_hash, dest, f"its install record {RECORD}")
+    if parts:
+        check_parts(actual, parts, dest, f"its install record {RECORD}", NOT_HASHED)
+        whole = record.nar_hash
+    else:
+        check_installed(whole, record.nar_hash, dest, f"its install record {RECORD}")
     if entry:
-        check_installed(actual, entry.get("nar_hash"), dest, f"the lock file {lock_path}")
+        check_installed(whole, entry.get("nar_hash"), dest, f"the lock file {lock_path}")
 
 
 def _check_lock_writable(path: Path) -> None:

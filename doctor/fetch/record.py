@@ -8,6 +8,10 @@ the marker is present (`install_problem`).
 The record's `nar_hash` is the NAR hash of the tree exactly as unpacked: every entry except
 the two files named in `NOT_HASHED`. Archives holding entries with those names are refused
 before anything is written (extract.py), so the hash never hides a file of the archive.
+Its `nar_parts` are the sha256 of each `size` bytes of the same NAR stream, computed in the
+same walk: `--verify` checks those on every idle CPU instead of one sequential sha256
+(docs/performance.md, "verify"); a record without them (an earlier doctor's) is checked against
+`nar_hash`.
 """
 
 from __future__ import annotations
@@ -32,6 +36,19 @@ UNFINISHED = f"no {MARKER} marker (an install that did not finish)"
 
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 SRI_SHA256 = re.compile(r"^sha256-[A-Za-z0-9+/]{43}=$")
+PART_SIZES = (4 << 20, 64 << 20)  # bytes of NAR per recorded part, smallest and largest
+MAX_PARTS = 4096  # 4096 x 64 MiB: 256 GiB of tree, ~270 KB of record
+
+
+def part_size_for(content_bytes: int) -> int:
+    """The part size recorded for a tree of about `content_bytes`: 4 MiB, doubled (up to
+    64 MiB) while the tree would have more than 1,024 parts. Small enough that every CPU of a
+    machine gets many parts of a libtorch (~120 for a CPU build), large enough that the record
+    stays small and a part's bytes in flight stay bounded (Digester's slots)."""
+    size = PART_SIZES[0]
+    while content_bytes > 1024 * size and size < PART_SIZES[1]:
+        size *= 2
+    return size
 
 
 class BadRecord(ValueError):
@@ -56,6 +73,7 @@ class InstallRecord:
     doctor_version: str
     nar_excludes: list[str] = field(default_factory=lambda: list(NOT_HASHED))
     record_version: int = RECORD_VERSION
+    nar_parts: dict | None = None  # {"size": bytes of NAR per part, "sha256": [hex, ...]}
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form, keys in the order the file has always had."""
@@ -63,7 +81,10 @@ class InstallRecord:
         order = ["record_version", "version", "variant", "abi", "platform", "debug", "channel",
                  "build_version", "source", "sha256", "size", "nar_hash", "nar_excludes", "strip_root",
                  "installed_at", "doctor_version"]
-        return {k: d[k] for k in order}
+        out = {k: d[k] for k in order}
+        if self.nar_parts is not None:
+            out["nar_parts"] = d["nar_parts"]
+        return out
 
     @classmethod
     def from_dict(cls, data: Any) -> InstallRecord:
@@ -97,9 +118,28 @@ class InstallRecord:
         strip = data.get("strip_root")
         if not isinstance(strip, (str, type(None))):
             raise BadRecord("strip_root is not a string or null")
+        parts = data.get("nar_parts")
+        if parts is not None:
+            parts = _parts(parts)
         return cls(data["version"], data["variant"], data["abi"], data["platform"], data["debug"],
                    data["channel"], data["build_version"], dict(data["source"]), data["sha256"], data["size"],
-                   data["nar_hash"], strip, data["installed_at"], data["doctor_version"], list(excludes))
+                   data["nar_hash"], strip, data["installed_at"], data["doctor_version"], list(excludes),
+                   nar_parts=parts)
+
+
+def _parts(value: Any) -> dict:
+    """A record's nar_parts, validated: a part size the doctor writes and 1..MAX_PARTS digests."""
+    if not isinstance(value, dict) or set(value) != {"size", "sha256"}:
+        raise BadRecord("nar_parts is not an object of size and sha256")
+    size, digests = value["size"], value["sha256"]
+    if (type(size) is not int or not PART_SIZES[0] <= size <= PART_SIZES[1] or size & (size - 1)):
+        raise BadRecord(f"nar_parts size {str(size)[:40]!r} is not a power of two from 4 to 64 MiB")
+    if not isinstance(digests, list) or not 1 <= len(digests) <= MAX_PARTS:
+        raise BadRecord(f"nar_parts sha256 is not a list of 1 to {MAX_PARTS} digests")
+    for digest in digests:
+        if not isinstance(digest, str) or not SHA256_HEX.match(digest):
+            raise BadRecord(f"nar_parts holds {str(digest)[:80]!r}, not 64 lowercase hex digits")
+    return {"size": size, "sha256": list(digests)}
 
 
 def _want(data: dict, key: str, types) -> None:

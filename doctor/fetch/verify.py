@@ -39,6 +39,29 @@ def check_lock_entry(entry: dict | None, sha256: str, size: int, lock_path: Path
         raise ChecksumMismatch(f"size mismatch: {origin} records {entry['size']} bytes, got {size}")
 
 
+def check_parts(actual: list[str], recorded: dict, tree: Path, origin: str, excludes: tuple[str, ...]) -> None:
+    """`--verify` by parts: the tree's NAR, part by part, against its record. A mismatch names
+    the files in the first part that differs (the tree is walked once more to find them)."""
+    expected = recorded["sha256"]
+    if actual == expected:
+        return
+    from doctor.formats import listing
+    from doctor.nar import nar_entries
+
+    first = next((i for i, (a, b) in enumerate(zip(actual, expected)) if a != b), min(len(actual), len(expected)))
+    differ = sum(a != b for a, b in zip(actual, expected)) + abs(len(actual) - len(expected))
+    size = recorded["size"]
+    names = nar_entries(tree, first * size, (first + 1) * size, excludes)
+    where = listing(names, 3) if names else "nothing: the tree ends before it (entries were removed)"
+    verb = "differs" if differ == 1 else "differ"
+    raise ChecksumMismatch(
+        f"the installed tree at {tree} has changed: {differ} of {len(expected)} parts of its NAR {verb} "
+        f"from {origin}; the first holds {where}",
+        "files in it were modified, added or removed since it was installed; "
+        "re-install it with `doctor fetch-libtorch --force`",
+    )
+
+
 def check_installed(actual: str, expected: str | None, tree: Path, origin: str) -> None:
     """`--verify`: the installed tree against its record or the lock."""
     if expected is not None and actual != expected:

@@ -188,6 +188,69 @@ def test_verify_rehashes_and_catches_a_modified_tree(server, tmp_path):
     assert "archive" not in r.stderr.split("error:", 1)[1]  # speaks of the tree, not of an archive
 
 
+def nar_without_record(dest: Path, copy: Path) -> bytes:
+    """`nix-store --dump` of the installed tree less the record and marker (what the hashes cover)."""
+    shutil.copytree(dest, copy, symlinks=True)
+    (copy / "torch-doctor.json").unlink()
+    (copy / ".ok").unlink()
+    return subprocess.run(["nix-store", "--dump", str(copy)], capture_output=True, check=True).stdout
+
+
+def test_verify_checks_the_recorded_parts_and_names_the_file_that_changed(server, tmp_path):
+    """The record holds the sha256 of each 4 MiB of the tree's NAR (slices of Nix's own NAR);
+    --verify checks them and names the files of the first part that differs; a record written
+    without parts (an earlier doctor) is still verified against its NAR hash."""
+    import hashlib
+
+    serve(server, tmp_path, payload=9 << 20)  # libc10.so spans three parts
+    assert cli(*args(server, tmp_path, "--no-lock")).exit_code == 0
+    dest = tmp_path / "dest"
+    record_file = dest / "torch-doctor.json"
+    rec = json.loads(record_file.read_text())
+    dump = nar_without_record(dest, tmp_path / "copy")
+    size = 4 << 20
+    assert rec["nar_parts"] == {"size": size, "sha256": [hashlib.sha256(dump[i:i + size]).hexdigest()
+                                                          for i in range(0, len(dump), size)]}
+    assert len(rec["nar_parts"]["sha256"]) == 3 and rec["nar_hash"] == nix_hash_sri(tmp_path / "copy")
+    lib = dest / "lib/libc10.so"
+    original = lib.read_bytes()
+    with open(lib, "r+b") as f:  # one byte, same size, same mtime a second later or not: only the bytes tell
+        f.seek(5 << 20)
+        f.write(bytes([original[5 << 20] ^ 1]))
+    r = cli(*args(server, tmp_path, "--no-lock", "--verify"))
+    assert r.exit_code == 1, r.stderr
+    assert (f"error: the installed tree at {dest} has changed: 1 of 3 parts of its NAR differs from its install "
+            f"record torch-doctor.json; the first holds lib/libc10.so\n") in r.stderr
+    lib.write_bytes(original)
+    assert cli(*args(server, tmp_path, "--no-lock", "--verify")).exit_code == 0
+    (dest / "share/cmake/Torch/TorchConfig.cmake").unlink()  # the NAR ends earlier: every part after shifts
+    r = cli(*args(server, tmp_path, "--no-lock", "--verify"))
+    assert r.exit_code == 1 and "parts of its NAR differ" in r.stderr and "lib/libc10.so" in r.stderr
+    shutil.rmtree(dest)
+    shutil.copytree(tmp_path / "copy", dest, symlinks=True)
+    del rec["nar_parts"]
+    record_file.write_text(json.dumps(rec))
+    (dest / ".ok").write_text("")
+    r = cli(*args(server, tmp_path, "--no-lock", "--verify"))
+    assert r.exit_code == 0 and "re-hashed, matches its install record" in r.stdout, r.stderr
+    lib.write_bytes(original[:-1] + b"x")
+    r = cli(*args(server, tmp_path, "--no-lock", "--verify"))
+    assert r.exit_code == 1 and f"its NAR hash is sha256-" in r.stderr and f"says {rec['nar_hash']}" in r.stderr
+
+
+def test_an_install_from_a_file_records_the_parts_an_install_while_downloading_does(server, tmp_path):
+    """Two ways in (unpacked while downloading, unpacked from a zip on disk with --archive),
+    one record: the same NAR hash and the same parts."""
+    z, _ = serve(server, tmp_path, payload=9 << 20)
+    assert cli(*args(server, tmp_path, "--no-lock")).exit_code == 0
+    local = ["--archive", str(z), "--version", "2.13.0", "--variant", "cpu", "--dest", str(tmp_path / "d2"), "--no-lock"]
+    r = cli(*local)
+    assert r.exit_code == 0, r.stderr
+    streamed, unpacked = (json.loads((tmp_path / d / "torch-doctor.json").read_text()) for d in ("dest", "d2"))
+    assert (unpacked["nar_hash"], unpacked["nar_parts"]) == (streamed["nar_hash"], streamed["nar_parts"])
+    assert len(streamed["nar_parts"]["sha256"]) == 3
+
+
 def test_verify_never_downloads_or_replaces(server, tmp_path):
     """--verify reports on what is installed: with nothing there it fetches nothing, and a tree of
     another version stays as it is (before: it was downloaded, or replaced)."""
@@ -212,6 +275,10 @@ def test_verify_never_downloads_or_replaces(server, tmp_path):
      "its torch-doctor.json is not one the doctor wrote: record_version is 'xxxx"),
     (lambda f: (f.unlink(), f.symlink_to(f.with_name("build-version"))), "its torch-doctor.json is a symlink"),
     (lambda f: (f.unlink(), f.mkdir()), "its torch-doctor.json is not a regular file"),
+    (lambda f: f.write_text(json.dumps({**json.loads(f.read_text()), "nar_parts": {"size": 3, "sha256": []}})),
+     "its torch-doctor.json is not one the doctor wrote: nar_parts size '3' is not a power of two from 4 to 64 MiB"),
+    (lambda f: f.write_text(json.dumps({**json.loads(f.read_text()), "nar_parts": {"size": 4 << 20, "sha256": ["ab"]}})),
+     "its torch-doctor.json is not one the doctor wrote: nar_parts holds 'ab', not 64 lowercase hex digits"),
 ])
 def test_a_damaged_record_is_named_as_damaged_and_the_tree_kept(server, tmp_path, damage, said):
     """An installed tree whose torch-doctor.json was damaged afterwards: --verify and a plain

@@ -59,8 +59,13 @@ def test_a_single_file_that_shrinks_after_its_stat_is_an_error_not_a_wrong_hash(
     f.write_bytes(b"y" * 20)
     st = os.lstat(f)
     f.write_bytes(b"y" * 5)
-    with pytest.raises(ValueError, match="shrank"):
-        nar._dump_node(f, st, hashlib.sha256().update)
+    for threads in (1, 2):
+        sink = nar.Digester(True, None, threads)
+        with pytest.raises(ValueError, match="shrank"):
+            try:
+                nar._dump_root(f, st, sink)
+            finally:
+                sink.close()
 
 
 def test_exclude_top_leaves_the_tree_as_nix_saw_it(tmp_path):
@@ -157,8 +162,42 @@ def sized_tree(root: Path) -> Path:
 def test_large_and_small_files_hash_like_nix_with_and_without_the_hashing_thread(tmp_path):
     root = sized_tree(tmp_path / "t")
     expected = nix_hash_sri(root)
-    assert nar_hash(root, overlap=False) == expected
-    assert nar_hash(root, overlap=True) == expected
+    for threads in (1, 2, 3):
+        assert nar_hash(root, threads=threads) == expected
+
+
+def nar_bytes(path: Path) -> bytes:
+    """The NAR itself, as Nix writes it (`nix-store --dump`): the parts are slices of this."""
+    return subprocess.run(["nix-store", "--dump", str(path)], capture_output=True, check=True).stdout
+
+
+@pytest.mark.parametrize("part_size", [1000, nar.READ + 3, nar.CHUNK, 4 << 20])
+def test_parts_are_the_sha256_of_slices_of_nixs_own_nar(tmp_path, part_size):
+    """Cut anywhere (inside framing, inside a large file, across several files) and on any
+    number of threads, each part is sha256 of the same slice of `nix-store --dump`'s output,
+    and the whole hash computed beside them is nix-hash's."""
+    root = sized_tree(tmp_path / "t")
+    (root / "big").write_bytes(hashlib.shake_256(b"big").digest(3 * nar.CHUNK + 11))  # spans parts
+    dump = nar_bytes(root)
+    slices = [hashlib.sha256(dump[i:i + part_size]).hexdigest() for i in range(0, len(dump), part_size)]
+    for threads in (1, 2, 3):
+        whole, parts = nar.nar_digests(root, part_size=part_size, threads=threads)
+        assert (whole, parts) == (nix_hash_sri(root), slices)
+        assert nar.nar_digests(root, whole=False, part_size=part_size, threads=threads) == (None, slices)
+    one = nar_bytes(root / "big")
+    assert nar.nar_digests(root / "big", part_size=part_size)[1] == [
+        hashlib.sha256(one[i:i + part_size]).hexdigest() for i in range(0, len(one), part_size)]
+
+
+def test_nar_entries_names_the_files_whose_bytes_lie_in_a_range(tmp_path):
+    root = sized_tree(tmp_path / "t")
+    dump = nar_bytes(root)
+    content = hashlib.shake_256(str(nar.CHUNK + 1).encode()).digest(nar.CHUNK + 1)
+    at = dump.index(content)  # the contents of f14-1048577
+    assert nar.nar_entries(root, at + 10, at + 20) == ["f14-1048577"]
+    assert nar.nar_entries(root, 0, len(dump)) == sorted(
+        str(p.relative_to(root)) for p in root.rglob("*") if not p.is_dir() or p.is_symlink())
+    assert nar.nar_entries(root, len(dump), len(dump) + 100) == []
 
 
 def test_a_fifo_in_the_tree_is_an_error_and_the_hashing_thread_ends_with_every_file_closed(tmp_path):
@@ -168,9 +207,9 @@ def test_a_fifo_in_the_tree_is_an_error_and_the_hashing_thread_ends_with_every_f
     os.mkfifo(root / "many" / "zz-fifo")  # after large files and a full block: the thread is busy
     before = threading.active_count()
     fds = len(os.listdir("/proc/self/fd"))
-    for overlap in (False, True):
+    for threads, part_size in ((1, None), (2, None), (1, 4096), (2, 4096), (3, 4096)):
         with pytest.raises(ValueError, match="zz-fifo: Nix archives hold only files"):
-            nar_hash(root, overlap=overlap)
+            nar.nar_digests(root, part_size=part_size, threads=threads)
         assert threading.active_count() == before
         assert len(os.listdir("/proc/self/fd")) == fds  # the files handed to the hasher were closed
 
@@ -188,3 +227,27 @@ def test_runnable_now_reads_the_kernels_count_and_refuses_anything_else(tmp_path
         fake.write_text(bad)
         assert _runnable_now(str(fake)) is None
     assert _runnable_now(str(tmp_path / "missing")) is None
+
+
+def test_without_pread_the_parts_are_hashed_on_one_thread_alike(tmp_path, monkeypatch):
+    """Where the OS has no pread (Windows), threads would race on a shared file's offset: one
+    thread reads with seek + read, and the digests are the same."""
+    import threading
+
+    root = sized_tree(tmp_path / "t")
+    expected = nar.nar_digests(root, part_size=nar.READ + 3, threads=2)
+    monkeypatch.setattr(nar, "_PREADV", None)
+    started = []
+    monkeypatch.setattr(threading.Thread, "start", lambda self: started.append(self))
+    assert nar.nar_digests(root, part_size=nar.READ + 3, threads=3) == expected
+    assert started == []
+
+
+def test_the_recorded_part_size_keeps_a_record_small():
+    from doctor.fetch.record import MAX_PARTS, part_size_for
+
+    mib = 1 << 20
+    assert part_size_for(0) == part_size_for(509 * mib) == part_size_for(4096 * mib) == 4 * mib
+    assert part_size_for(4097 * mib) == 8 * mib  # a tree just over 4 GiB: 513 parts
+    assert part_size_for(1 << 50) == 64 * mib  # no larger: a part's bytes are held while hashed
+    assert MAX_PARTS * 64 * mib == 256 << 30

@@ -11,6 +11,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from doctor.formats import listing
 from doctor.host import Host
 from doctor.workload.fleet.launcher import Launch
 
@@ -84,7 +85,7 @@ def join(store: Any, launch: Launch, host_name: str, timeout: float) -> dict[int
 def missing_reason(missing: list[int], world_size: int, timeout: float, expected_hosts: list[str] | None) -> str:
     if not missing:
         return ""
-    shown = ", ".join(map(str, missing[:20])) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
+    shown = listing(missing, 20)
     text = f"{len(missing)} of {world_size} ranks did not join within {timeout:g} s: rank{'s' * (len(missing) > 1)} {shown}"
     if expected_hosts:
         text += f" (hosts {', '.join(expected_hosts)})"
