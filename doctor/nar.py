@@ -208,26 +208,34 @@ MAX_WORKERS = 4  # sha256 threads at most: past that the reads, not the CPUs, se
 
 def idle_cpus() -> int:
     """How many CPUs this process may hash on now, its own included (1 to MAX_WORKERS): those
-    of its affinity less the tasks runnable at this moment other than itself (Linux:
-    /proc/loadavg's fourth field); elsewhere, those the 1-minute load average leaves idle by
-    half a CPU. On a busy machine the hand-offs between threads cost more than they save
-    (docs/performance.md, "verify"). The moment, not the 1-minute average: at the end of a
-    fetch the average still counts the download and the unpack this process just finished,
-    and said "busy" on an idle machine (issue 19)."""
+    of its affinity that the tasks runnable at this moment leave idle (Linux: /proc/loadavg's
+    fourth field); elsewhere, those the 1-minute load average leaves idle by half a CPU. On a
+    busy machine the hand-offs between threads cost more than they save (docs/performance.md,
+    "verify"). The moment, not the 1-minute average: at the end of a fetch the average still
+    counts the download and the unpack this process just finished, and said "busy" on an idle
+    machine (issue 19)."""
+    host = os.cpu_count() or 1
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # macOS: no affinity call
-        cpus = os.cpu_count() or 1
+        cpus = host
     running = _runnable_now()
     if running is not None:
-        idle = cpus - running + 1
-    else:
-        try:
-            load = os.getloadavg()[0]
-        except (AttributeError, OSError):  # Windows
-            load = 0.0
-        idle = 1 + max(0, math.ceil(cpus - 0.5 - load))
-    return max(1, min(idle, cpus, MAX_WORKERS))
+        return spare(cpus, host, running)
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # Windows
+        load = 0.0
+    return max(1, min(1 + max(0, math.ceil(cpus - 0.5 - load)), cpus, MAX_WORKERS))
+
+
+def spare(cpus: int, host: int, running: int) -> int:
+    """CPUs to hash on, this thread's included, for a process allowed `cpus` of the `host`'s
+    CPUs while `running` tasks (this one among them) are runnable on the whole host. The tasks
+    are counted host-wide (a container's /proc/loadavg is the host's), so a process held to a
+    few CPUs of a large host takes its share of them: 30 runnable of 64 leave ~half of its 8."""
+    others = (running - 1) * cpus / max(host, cpus)
+    return max(1, min(int(cpus - others), MAX_WORKERS))
 
 
 def _runnable_now(path: str = "/proc/loadavg") -> int | None:

@@ -251,3 +251,15 @@ def test_the_recorded_part_size_keeps_a_record_small():
     assert part_size_for(4097 * mib) == 8 * mib  # a tree just over 4 GiB: 513 parts
     assert part_size_for(1 << 50) == 64 * mib  # no larger: a part's bytes are held while hashed
     assert MAX_PARTS * 64 * mib == 256 << 30
+
+
+def test_the_cpus_to_hash_on_are_those_the_runnable_tasks_leave_idle():
+    """/proc/loadavg counts the whole host's runnable tasks, this one among them: on a 2-CPU
+    machine one other task leaves one CPU; a container held to 8 of 64 CPUs takes its share."""
+    from doctor.nar import MAX_WORKERS, spare
+
+    assert spare(2, 2, 1) == 2 and spare(2, 2, 2) == 1 and spare(2, 2, 9) == 1
+    assert spare(8, 64, 30) == 4  # 29 others over 64 CPUs: ~3.6 of this process's 8 busy
+    assert spare(8, 8, 30) == 1  # the same count on an 8-CPU machine: all busy
+    assert spare(64, 64, 1) == spare(8, 64, 1) == MAX_WORKERS
+    assert spare(1, 1, 1) == 1
