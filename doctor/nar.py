@@ -305,13 +305,20 @@ class Digester:
         self._lock = threading.Lock()
         part_threads = 0 if self._digests is None else max(1, workers - (self._sha is not None))
         self._slots = threading.BoundedSemaphore(2 * (part_threads + 1) + 2)
-        if self._sha is not None:
-            self._whole_queue: queue.SimpleQueue = queue.SimpleQueue()
-            self._start(self._whole_queue, self._hash_whole)
-        if part_threads:
-            self._part_queue: queue.SimpleQueue = queue.SimpleQueue()
-            for _ in range(part_threads):
-                self._start(self._part_queue, self._hash_part)
+        try:
+            if self._sha is not None:
+                self._whole_queue: queue.SimpleQueue = queue.SimpleQueue()
+                self._start(self._whole_queue, self._hash_whole)
+            if part_threads:
+                self._part_queue: queue.SimpleQueue = queue.SimpleQueue()
+                for _ in range(part_threads):
+                    self._start(self._part_queue, self._hash_part)
+        except RuntimeError:  # "can't start new thread" (ulimit -u, a container's pids limit): hash here
+            for q in self._queues:
+                q.put(None)
+            for thread in self._threads:
+                thread.join()
+            self._queues, self._threads = [], []
 
     def _start(self, source, work: Callable) -> None:
         import threading

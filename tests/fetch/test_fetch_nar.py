@@ -263,3 +263,24 @@ def test_the_cpus_to_hash_on_are_those_the_runnable_tasks_leave_idle():
     assert spare(8, 8, 30) == 1  # the same count on an 8-CPU machine: all busy
     assert spare(64, 64, 1) == spare(8, 64, 1) == MAX_WORKERS
     assert spare(1, 1, 1) == 1
+
+
+def test_where_no_thread_can_start_the_walker_hashes_alone(tmp_path, monkeypatch):
+    """A machine out of threads (ulimit -u, a container's pids limit): the second thread fails
+    to start, the first is stopped, and the walker hashes everything itself, alike."""
+    import threading
+
+    root = sized_tree(tmp_path / "t")
+    expected = nar.nar_digests(root, part_size=nar.READ + 3, threads=1)
+    real_start, started = threading.Thread.start, []
+
+    def start_once(self):
+        if started:
+            raise RuntimeError("can't start new thread")
+        started.append(self)
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start_once)
+    before = threading.active_count()
+    assert nar.nar_digests(root, part_size=nar.READ + 3, threads=3) == expected
+    assert len(started) == 1 and not started[0].is_alive() and threading.active_count() == before
