@@ -38,7 +38,7 @@ class Adopted:
 
 def adopt(unzip: StreamUnzip | ThreadedUnzip, zip_path: Path, reserved: Iterable[str] = ()) -> Adopted | str:
     """The streamed tree, finished and hashed; or why it cannot be used."""
-    from doctor.fetch.record import part_size_for
+    from doctor.fetch.record import nar_parts, part_size_for
     from doctor.nar import nar_digests
 
     # The central directory is planned first: the file is complete, and the unzip's thread
@@ -59,7 +59,7 @@ def adopt(unzip: StreamUnzip | ThreadedUnzip, zip_path: Path, reserved: Iterable
     files, size = _settle(os.fsencode(root), layout, umask)
     part_size = part_size_for(layout.total_size)
     whole, parts = nar_digests(root, exclude_top=reserved, part_size=part_size)
-    return Adopted(root, Extracted(whole, files, size, layout.stripped, {"size": part_size, "sha256": parts}))
+    return Adopted(root, Extracted(whole, files, size, layout.stripped, nar_parts(part_size, parts)))
 
 
 def disagreement(infos: list[zipfile.ZipInfo], streamed: dict[int, Streamed]) -> str | None:

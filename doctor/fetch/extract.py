@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from doctor.errors import DoctorError
-from doctor.fetch.record import part_size_for
+from doctor.fetch.record import nar_parts, part_size_for
 from doctor.nar import Digester, NarWriter, idle_cpus
 from doctor.record import record
 
@@ -441,7 +441,7 @@ def extract_zip(
                     os.chmod(path, perms)
         os.chmod(root, layout.root_perms if layout.root_perms is not None else implied)
         return Extracted(writer.digester.whole, files, size, layout.stripped,
-                         {"size": part_size, "sha256": writer.digester.parts})
+                         nar_parts(part_size, writer.digester.parts))
 
 
 MAX_LINK = 4096  # bytes of a symlink target (PATH_MAX)

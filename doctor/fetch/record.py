@@ -51,6 +51,11 @@ def part_size_for(content_bytes: int) -> int:
     return size
 
 
+def nar_parts(size: int, digests: list[str]) -> dict:
+    """The record's `nar_parts`: `digests` (hex), one per `size` bytes of the NAR."""
+    return {"size": size, "sha256": list(digests)}
+
+
 class BadRecord(ValueError):
     """A record that is not one fetch-libtorch wrote (wrong types, missing fields)."""
 
@@ -139,7 +144,7 @@ def _parts(value: Any) -> dict:
     for digest in digests:
         if not isinstance(digest, str) or not SHA256_HEX.match(digest):
             raise BadRecord(f"nar_parts holds {str(digest)[:80]!r}, not 64 lowercase hex digits")
-    return {"size": size, "sha256": list(digests)}
+    return nar_parts(size, digests)
 
 
 def _want(data: dict, key: str, types) -> None:
