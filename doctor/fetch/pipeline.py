@@ -261,15 +261,15 @@ def verify_tree(dest: Path, record: InstallRecord, entry: dict | None, lock_path
     try:
         whole, actual = nar_digests(dest, NOT_HASHED, whole=parts is None,
                                     part_size=parts["size"] if parts else None)
+        if parts:  # inside: naming what differs walks the tree once more
+            check_parts(actual, parts, dest, f"its install record {RECORD}", NOT_HASHED)
+            whole = record.nar_hash
     except OSError as exc:
         raise os_error(exc, f"read the installed tree at {dest}:", os.fsdecode(exc.filename) if exc.filename else dest) from exc
     except ValueError as exc:  # a FIFO or device inside the tree
         raise DoctorError(f"the installed tree at {dest} holds something that is not a file, directory "
                           f"or symlink: {exc}", "re-install it with --force", error_id="fetch.bad-tree") from exc
-    if parts:
-        check_parts(actual, parts, dest, f"its install record {RECORD}", NOT_HASHED)
-        whole = record.nar_hash
-    else:
+    if not parts:
         check_installed(whole, record.nar_hash, dest, f"its install record {RECORD}")
     if entry:
         check_installed(whole, entry.get("nar_hash"), dest, f"the lock file {lock_path}")
