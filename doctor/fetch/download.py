@@ -44,6 +44,9 @@ from doctor.record import record
 CHUNK = 1 << 20  # reading a partial file back
 NET_CHUNK = 256 << 10  # one network read; what a dropped connection can cost at most
 RETRY_STATUS = {408, 429, 500, 502, 503, 504}
+# From this size, the central directory is read before the body (directory.py): ~100 ms of
+# round trips against seconds of file creation; a smaller archive unpacks as it arrives.
+DIRECTORY_FIRST = 32 << 20
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
 
@@ -182,6 +185,8 @@ def _attempt(session, at: _Attempt, st: _State, progress: Progress | None, check
         if check_space is not None and not at.space_checked and at.total is not None:
             check_space(at.total - st.offset)
             at.space_checked = True
+        if not st.offset and st.sink is not None and (at.total or 0) >= DIRECTORY_FIRST and not _encoded(resp):
+            _directory_first(session, at, st, resp)
         if progress is not None:
             progress.start(at.total, st.offset)
         st.stream(resp, progress, decode=_encoded(resp))
@@ -191,6 +196,57 @@ def _attempt(session, at: _Attempt, st: _State, progress: Progress | None, check
         raise DoctorError(f"the server sent {st.offset} bytes, more than the {at.total} it announced",
                           "the mirror or a proxy is altering the file; try another --mirror", error_id="fetch.bad-length")
     return True
+
+
+def _directory_first(session, at: _Attempt, st: _State, resp) -> None:
+    """Before the body, the archive's central directory by range requests (directory.py), so
+    that the unzip creates the files while the bytes before them arrive. An optimisation: any
+    answer it cannot use is logged and the transfer goes on as before."""
+    import requests
+    import urllib3
+
+    from doctor.fetch.directory import Unusable, read_directory
+
+    use = getattr(st.sink, "use_directory", None)
+    if use is None or (resp.headers.get("Accept-Ranges") or "").strip().lower() != "bytes":
+        return
+    validator = at.meta.get("etag") or at.meta.get("last_modified")
+    try:
+        directory = read_directory(lambda spec, most: _range(session, at, spec, most, validator))
+    except (Unusable, DoctorError, _Retry, requests.exceptions.RequestException, urllib3.exceptions.HTTPError,
+            OSError) as exc:
+        at.log(f"the central directory was not read first ({_short(exc)}); files are created as they arrive")
+        return
+    at.log(f"read the central directory first: {len(directory.entries)} entries, created ahead of their bytes")
+    use(directory)
+
+
+def _range(session, at: _Attempt, spec: str, most: int, validator) -> tuple[int, bytes, int]:
+    """(offset, bytes, file size) of one `Range: bytes=<spec>` answer from the URL the body comes
+    from, at most `most` bytes; `Unusable` for any other answer (a full body is not read)."""
+    from doctor.fetch.directory import Unusable
+
+    url = at.final_url or at.url
+    _check_scheme(url, at)
+    headers = {"Range": f"bytes={spec}"}
+    if isinstance(validator, str) and validator:
+        headers["If-Range"] = validator  # the same file as the body's, or a full answer we do not read
+    # The body's answer waits meanwhile: a server slow to answer a range costs seconds, not a minute.
+    timeout = (min(at.timeout[0], 5.0), min(at.timeout[1], 10.0))
+    with session.get(url, headers=headers, stream=True, timeout=timeout, allow_redirects=False) as resp:
+        m = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
+        if resp.status_code != 206 or not m or m.group(3) == "*" or _encoded(resp):
+            raise Unusable(f"HTTP {resp.status_code} to a range request")
+        if any(len(g) > 19 for g in m.groups()):
+            raise Unusable("a Content-Range past any file's size")
+        start, end, size = (int(g) for g in m.groups())
+        want = end - start + 1
+        if not 0 < want <= most or end >= size:
+            raise Unusable(f"a range of {want} bytes answered")
+        data = resp.raw.read(want + 1)
+        if len(data) != want:
+            raise Unusable(f"{len(data)} bytes in a range of {want}")
+    return start, data, size
 
 
 def _range_headers(at: _Attempt, st: _State) -> dict:

@@ -21,7 +21,11 @@ Until then:
 - inflating is bounded (1 MiB of output per call; in all, 20× the bytes that arrived), and
   a size or CRC-32 that disagrees with the header or data descriptor stops the stream;
 - a large entry (4 MiB or more compressed, sizes in its header) is inflated on a second thread
-  from the partial file (stream_offload.py), under the same checks, while the stream goes on.
+  from the partial file (stream_offload.py), under the same checks, while the stream goes on;
+- when the central directory was read first (directory.py, `use_directory`), the folders and
+  empty files are created ahead on a thread of their own (precreate.py) and the stream fills
+  them; each local header must then be the entry the directory lists at its offset, and when
+  the transfer ends the directory's bytes must be the downloaded file's.
 
 Anything it does not handle stops it — a stored entry with a data descriptor (unless empty:
 its end cannot be found), bzip2/lzma, a name with a backslash, bytes before the first header,
@@ -39,7 +43,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from doctor.errors import DoctorError
+from doctor.fetch.directory import Directory, Planned
 from doctor.fetch.extract import check_reserved, entry_parts
+from doctor.fetch.precreate import Precreator
 from doctor.fetch.stream_offload import BIG, Job, Offload
 from doctor.record import record
 
@@ -57,6 +63,7 @@ _MAX32 = 0xFFFFFFFF
 MAX_RATIO, SLACK = 20, 64 << 20
 _O_CREATE = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
              | getattr(os, "O_CLOEXEC", 0))
+_O_FILL = os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)  # a file created ahead
 _DESCRIPTOR_MAX = 4 + 4 + 16  # signature, CRC-32, two zip64 sizes
 STORED, DEFLATED = zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED
 
@@ -87,8 +94,12 @@ class StreamUnzip:
         self.root = root  # an empty staging folder
         # The partial file the download writes every byte to before feeding it here: large
         # entries are inflated from it on a second thread (stream_offload.py). os.pread: POSIX.
+        self._part = source
         self._source = os.fspath(source) if source is not None and hasattr(os, "pread") else None
         self._offload: Offload | None = None
+        self._directory: Directory | None = None
+        self._planned: dict[int, tuple[int, Planned]] = {}  # local-header offset -> (index, entry)
+        self._ahead: Precreator | None = None
         self._handed: dict[int, Streamed] = {}  # what each handed-over entry must turn out to be
         self._root = os.fsencode(root)
         self._reserved = {os.fsencode(n) for n in reserved}
@@ -104,6 +115,21 @@ class StreamUnzip:
         self._step = self._header
         self._fd: int | None = None
         self._reset_entry()
+
+    def use_directory(self, directory: Directory) -> None:
+        """The archive's central directory, read before its first byte is fed: its folders and
+        files are created ahead (precreate.py) and the stream fills them."""
+        if self.position or self._ahead is not None or self._part is None:
+            return
+        for entry in directory.entries:
+            try:
+                check_reserved(entry.parts, self._reserved)
+                check_reserved(entry.parts[1:], self._reserved)
+            except DoctorError:  # the unpack from the file reports it, as it would have
+                return
+        self._directory = directory
+        self._planned = {p.header_at: (i, p) for i, p in enumerate(directory.entries)}
+        self._ahead = Precreator(self._root, directory.entries)
 
     # -- the feeding side --
 
@@ -141,6 +167,8 @@ class StreamUnzip:
         self._close()
         if self._offload is not None:
             self._offload.stop()  # before the removal: it writes into the tree
+        if self._ahead is not None:
+            self._ahead.stop()
         rmtree(self.root)
 
     def finish(self) -> str | None:
@@ -148,6 +176,8 @@ class StreamUnzip:
         if self.failed is None and not self.done:
             self.abandon("the download ended before the central directory")
         self._close()
+        if self._ahead is not None:
+            self._ahead.stop()  # every entry the stream saw exists; any others fail the comparison
         if self.failed is None and self._offload is not None:
             why = self._offload.close()
             if why is None and len(self._offload.finished) != len(self._handed):
@@ -156,6 +186,10 @@ class StreamUnzip:
                 self.abandon(why)
             else:
                 self.entries.update(self._handed)
+        if self.failed is None and self._directory is not None:
+            why = self._directory.differs_from(self._part)
+            if why is not None:
+                self.abandon(why)
         return self.failed
 
     def _close(self) -> None:
@@ -227,9 +261,13 @@ class StreamUnzip:
             raise _Stop(f"directory entry {filename!r} has contents")
         if not is_dir and not bparts:
             raise _Stop(f"entry {filename!r} has an empty name")
-        self._mkdirs(bparts, include_self=is_dir)
+        if self._ahead is not None:
+            self._created_ahead(bparts, is_dir)
+        else:
+            self._mkdirs(bparts, include_self=is_dir)
         if not is_dir:  # a directory's data (a deflated empty string) is checked, not written
-            self._fd = os.open(os.path.join(self._root, *bparts), _O_CREATE, 0o600)
+            path = os.path.join(self._root, *bparts)
+            self._fd = os.open(path, _O_FILL) if self._ahead is not None else os.open(path, _O_CREATE, 0o600)
             if (self._source is not None and not descriptor and csize >= BIG
                     and usize <= MAX_RATIO * csize + SLACK):  # within the bound the inline inflate keeps
                 self._hand_over(self._header_at + len(header))
@@ -249,6 +287,14 @@ class StreamUnzip:
             self._end_entry(crc, 0, usize)
         else:
             self._step = self._copy
+
+    def _created_ahead(self, bparts: tuple[bytes, ...], is_dir: bool) -> None:
+        found = self._planned.get(self._header_at)
+        if found is None or (found[1].parts, found[1].is_dir) != (bparts, is_dir):
+            raise _Stop(f"the local header at byte {self._header_at} is not the entry the central directory lists there")
+        why = self._ahead.wait_for(found[0], lambda: self.failed is not None)
+        if why is not None:
+            raise _Stop(why)
 
     def _mkdirs(self, bparts: tuple[bytes, ...], include_self: bool) -> None:
         for i in range(1, len(bparts) + (1 if include_self else 0)):

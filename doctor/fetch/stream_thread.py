@@ -13,6 +13,7 @@ import queue
 import threading
 from pathlib import Path
 
+from doctor.fetch.directory import Directory
 from doctor.fetch.stream import Streamed, StreamUnzip
 
 QUEUED = 64
@@ -38,6 +39,9 @@ class ThreadedUnzip:
     @property
     def entries(self) -> dict[int, Streamed]:
         return self.unzip.entries
+
+    def use_directory(self, directory: Directory) -> None:
+        self.unzip.use_directory(directory)  # before the first feed: the thread is still idle
 
     def feed(self, data: bytes) -> None:
         self.position += len(data)

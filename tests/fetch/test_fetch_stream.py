@@ -458,3 +458,90 @@ def test_abandoned_while_a_large_entry_is_inflated_stops_the_thread_and_removes_
     assert thread.is_alive()
     unzip.abandon("the install ended")
     assert not thread.is_alive() and not (tmp_path / "s").exists()
+
+
+# -- the central directory read first (directory.py) and the files created ahead (precreate.py) --
+
+AHEAD = "read the central directory first:"
+
+
+@pytest.fixture
+def directory_first(monkeypatch):
+    """Read the central directory first whatever the archive's size (the fixtures are small)."""
+    from doctor.fetch import download
+
+    monkeypatch.setattr(download, "DIRECTORY_FIRST", 0)
+
+
+@pytest.mark.parametrize("entries", ["small", "large"])
+def test_files_created_ahead_of_their_bytes_make_the_tree_unzip_makes(server, tmp_path, entries, directory_first):
+    z = info_zip(tmp_path) if entries == "small" else big_zip(tmp_path)
+    server.add(NAME, z.read_bytes())
+    r = cli(*args(server, tmp_path))
+    assert r.exit_code == 0, r.output
+    assert f"{AHEAD} {len(zipfile.ZipFile(z).infolist())} entries" in r.stderr
+    assert STREAMED in r.stderr and "unpacking" not in r.stderr
+    from doctor.fetch.directory import TAIL
+
+    assert server.gets(NAME)[:2] == [None, f"bytes=-{TAIL}"]
+    dest = tmp_path / "dest"
+    ref = unzip_tree(z, tmp_path / "u")
+    assert installed(dest) == tree_listing(ref)
+    from doctor.fetch.record import read_install_record
+
+    assert read_install_record(dest)["nar_hash"] == nix_hash_sri(ref)
+    assert leftovers(tmp_path) == []
+
+
+def _served_apart(z: Path, old: bytes, new: bytes) -> bytes:
+    """The zip with `old` changed to `new` (same length) in its central directory only."""
+    data = bytearray(z.read_bytes())
+    at = data.rindex(old)  # the last mention is the central record's
+    assert at > data.rindex(b"PK\x01\x02") - 200_000 and len(old) == len(new)
+    data[at:at + len(old)] = new
+    return bytes(data)
+
+
+@pytest.mark.parametrize("old,new,why", [
+    (b"libtorch/bin/protoc", b"libtorch/bin/pwned!", "is not the entry the central directory lists there"),
+    (b"libtorch/include/late.h", b"libtorch/include/LATE.h", "is not the entry the central directory lists there"),
+])
+def test_a_directory_read_first_that_names_other_files_is_never_installed(server, tmp_path, directory_first, old,
+                                                                          new, why):
+    """A mirror whose range answers come from another copy than its body: the files created
+    from them are thrown away with the streamed tree and the archive is unpacked from the file."""
+    z = info_zip(tmp_path)
+    server.add(NAME, z.read_bytes())
+    server.script(NAME, [None, ("lie", _served_apart(z, old, new))])
+    r = cli(*args(server, tmp_path, "--no-lock"))
+    assert r.exit_code == 0, r.output
+    assert AHEAD in r.stderr and FROM_FILE in r.stderr and why in r.stderr
+    assert installed(tmp_path / "dest") == tree_listing(unzip_tree(z, tmp_path / "u"))
+    assert not [p for p in (tmp_path / "dest").rglob("*") if p.name in ("pwned!", "LATE.h")]
+    assert leftovers(tmp_path) == []
+
+
+def test_a_directory_read_first_that_differs_only_in_modes_is_caught_at_the_end(server, tmp_path, directory_first):
+    z = info_zip(tmp_path)
+    data = bytearray(z.read_bytes())
+    attrs = data.rindex(b"PK\x01\x02") + 38  # the last central record's external attributes
+    data[attrs + 2] ^= 0o22  # group and others may write: nothing the stream itself looks at
+    server.add(NAME, z.read_bytes())
+    server.script(NAME, [None, ("lie", bytes(data))])
+    r = cli(*args(server, tmp_path, "--no-lock"))
+    assert r.exit_code == 0, r.output
+    assert f"{FROM_FILE} (the central directory read first differs from the downloaded file's)" in r.stderr
+    assert installed(tmp_path / "dest") == tree_listing(unzip_tree(z, tmp_path / "u"))
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("step", [("norange",), "changed"], ids=["no ranges", "another copy (If-Range)"])
+def test_a_server_without_ranges_streams_as_before(server, tmp_path, directory_first, step):
+    z = info_zip(tmp_path)
+    server.add(NAME, z.read_bytes())
+    server.script(NAME, [None, step if step != "changed" else ("serve", _served_apart(z, b"protoc", b"PROTOC"))])
+    r = cli(*args(server, tmp_path, "--no-lock"))
+    assert r.exit_code == 0, r.output
+    assert "the central directory was not read first (HTTP 200 to a range request)" in r.stderr
+    assert STREAMED in r.stderr and AHEAD not in r.stderr
+    assert installed(tmp_path / "dest") == tree_listing(unzip_tree(z, tmp_path / "u"))

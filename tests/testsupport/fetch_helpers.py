@@ -111,7 +111,10 @@ class Server:
     full answer then only n bytes and hang up, ("norange",) to ignore Range, ("slow", secs) to
     spread the body over secs, ("redirect", url), ("cut", n) to stop at byte n of the file
     whatever range was asked (a body truncated at the source), ("page", html) to answer 200 with
-    that text/html body instead (a proxy's login page). Every request is logged in `requests`."""
+    that text/html body instead (a proxy's login page), ("serve", data) to answer that request from
+`data` instead of the file (a copy that changed between two requests: its own ETag), ("lie",
+data) to do so under the file's ETag (a mirror whose copies disagree). Ranges:
+`bytes=N-`, `bytes=A-B` and `bytes=-N`. Every request is logged in `requests`."""
 
     def __init__(self, tls: bool = False) -> None:
         self.tls = tls
@@ -196,19 +199,25 @@ class Server:
             h.end_headers()
             return
         data = self.files.get(path)
+        etag = None if data is None else '"' + hashlib.sha256(data).hexdigest()[:16] + '"'
+        if isinstance(step, tuple) and step[0] in ("serve", "lie"):
+            data = step[1]
+            etag = etag if step[0] == "lie" else '"' + hashlib.sha256(data).hexdigest()[:16] + '"'
         if data is None:
             h.send_response(404)
             h.send_header("Content-Length", "0")
             h.end_headers()
             return
-        etag = '"' + hashlib.sha256(data).hexdigest()[:16] + '"'
-        start = 0
-        m = re.match(r"bytes=(\d+)-$", rng or "")
-        honour = m and not (isinstance(step, tuple) and step[0] == "norange")
+        start, end = 0, len(data) - 1
+        m = re.match(r"bytes=(\d*)-(\d*)$", rng or "")
+        honour = m and (m.group(1) or m.group(2)) and not (isinstance(step, tuple) and step[0] == "norange")
         if honour and h.headers.get("If-Range") not in (None, etag):
             honour = False
         if honour:
-            start = int(m.group(1))
+            if m.group(1):
+                start, end = int(m.group(1)), min(int(m.group(2) or end), end)
+            else:
+                start = max(0, len(data) - int(m.group(2)))
             if start >= len(data):
                 h.send_response(416)
                 h.send_header("Content-Range", f"bytes */{len(data)}")
@@ -216,10 +225,10 @@ class Server:
                 h.end_headers()
                 return
             h.send_response(206)
-            h.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+            h.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
         else:
             h.send_response(200)
-        body = data[start:]
+        body = data[start:end + 1]
         h.send_header("Content-Length", str(len(body)))
         h.send_header("ETag", etag)
         h.send_header("Accept-Ranges", "bytes")
