@@ -217,8 +217,8 @@ def _directory_first(session, at: _Attempt, st: _State, resp) -> None:
             OSError) as exc:
         at.log(f"the central directory was not read first ({_short(exc)}); files are created as they arrive")
         return
-    at.log(f"read the central directory first: {len(directory.entries)} entries, created ahead of their bytes")
-    use(directory)
+    if use(directory):
+        at.log(f"read the central directory first: {len(directory.entries)} entries, created ahead of their bytes")
 
 
 def _range(session, at: _Attempt, spec: str, most: int, validator) -> tuple[int, bytes, int]:

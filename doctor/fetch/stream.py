@@ -116,20 +116,25 @@ class StreamUnzip:
         self._fd: int | None = None
         self._reset_entry()
 
-    def use_directory(self, directory: Directory) -> None:
+    def use_directory(self, directory: Directory) -> bool:
         """The archive's central directory, read before its first byte is fed: its folders and
-        files are created ahead (precreate.py) and the stream fills them."""
+        files are created ahead (precreate.py) and the stream fills them. False when it is not
+        used (the files are then created as they arrive)."""
         if self.position or self._ahead is not None or self._part is None:
-            return
+            return False
         for entry in directory.entries:
             try:
                 check_reserved(entry.parts, self._reserved)
                 check_reserved(entry.parts[1:], self._reserved)
             except DoctorError:  # the unpack from the file reports it, as it would have
-                return
+                return False
+        try:
+            self._ahead = Precreator(self._root, directory.entries)
+        except RuntimeError:  # no thread can start (ulimit -u, a pids limit)
+            return False
         self._directory = directory
         self._planned = {p.header_at: (i, p) for i, p in enumerate(directory.entries)}
-        self._ahead = Precreator(self._root, directory.entries)
+        return True
 
     # -- the feeding side --
 

@@ -40,8 +40,8 @@ class ThreadedUnzip:
     def entries(self) -> dict[int, Streamed]:
         return self.unzip.entries
 
-    def use_directory(self, directory: Directory) -> None:
-        self.unzip.use_directory(directory)  # before the first feed: the thread is still idle
+    def use_directory(self, directory: Directory) -> bool:
+        return self.unzip.use_directory(directory)  # before the first feed: the thread is still idle
 
     def feed(self, data: bytes) -> None:
         self.position += len(data)

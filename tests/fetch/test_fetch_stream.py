@@ -545,3 +545,35 @@ def test_a_server_without_ranges_streams_as_before(server, tmp_path, directory_f
     assert "the central directory was not read first (HTTP 200 to a range request)" in r.stderr
     assert STREAMED in r.stderr and AHEAD not in r.stderr
     assert installed(tmp_path / "dest") == tree_listing(unzip_tree(z, tmp_path / "u"))
+
+
+def test_where_no_thread_can_start_the_files_are_created_as_they_arrive(server, tmp_path, directory_first,
+                                                                       monkeypatch):
+    import threading
+
+    real_start = threading.Thread.start
+
+    def start(self):
+        if self.name == "doctor-precreate":
+            raise RuntimeError("can't start new thread")
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    z = info_zip(tmp_path)
+    server.add(NAME, z.read_bytes())
+    r = cli(*args(server, tmp_path, "--no-lock"))
+    assert r.exit_code == 0, r.output
+    assert STREAMED in r.stderr and AHEAD not in r.stderr
+    assert installed(tmp_path / "dest") == tree_listing(unzip_tree(z, tmp_path / "u"))
+    assert leftovers(tmp_path) == []
+
+
+def test_a_directory_naming_the_doctors_own_files_is_not_used(server, tmp_path, directory_first):
+    """The same rule as for a local header: the unpack from the file then refuses the archive."""
+    z = info_zip(tmp_path)
+    server.add(NAME, z.read_bytes())
+    server.script(NAME, [None, ("lie", _served_apart(z, b"libtorch/bin/protoc", b"libtorch/.ok/protoc"))])
+    r = cli(*args(server, tmp_path, "--no-lock"))
+    assert r.exit_code == 0, r.output
+    assert AHEAD not in r.stderr and STREAMED in r.stderr
+    assert installed(tmp_path / "dest") == tree_listing(unzip_tree(z, tmp_path / "u"))
