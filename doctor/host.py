@@ -148,7 +148,7 @@ class Host:
         refused after fstat, so reading it never hangs. With `pipe`, a FIFO the user named (a
         log given as `<(make 2>&1)`) is read to its end as `cat` reads it: waiting for a writer."""
         real = self._fs_path(path)
-        flags = os.O_RDONLY | getattr(os, "O_NOCTTY", 0)
+        flags = os.O_RDONLY | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)  # Windows: not text mode
         try:
             # A FIFO the user named is opened blocking from the start, which waits for its writer. Opened
             # non-blocking first, a writer waiting in open() would write and close while the doctor looked,

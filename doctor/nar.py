@@ -150,8 +150,10 @@ _END = _CLOSE + _CLOSE  # closes a node and its entry
 _PAD = [b"\0" * ((8 - i) % 8) for i in range(8)]
 _SIZE = struct.Struct("<Q").pack
 SMALL = 64 << 10  # files up to this size are read whole, and hashed together with the framing
+# O_BINARY: a text-mode read on Windows (the default of os.open there) turns \r\n into \n
+# and ends at the first Ctrl-Z.
 _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-               | getattr(os, "O_CLOEXEC", 0))
+               | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
 
 
 def nar_hash(path: str | os.PathLike[str], exclude_top: Iterable[str] = (), threads: int | None = None) -> str:

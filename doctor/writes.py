@@ -22,6 +22,8 @@ from doctor.errors import DoctorError
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+# Windows opens a file in text mode without O_BINARY (cpython#52646): os.write turns \n into \r\n.
+BINARY = getattr(os, "O_BINARY", 0)
 
 # errno -> why, as a hint naming the path ({where}); the caller's `instead` follows.
 _WHY = {
@@ -143,7 +145,7 @@ def rename_over(src: Path, dst: Path) -> None:
 def create_new(path: Path, data: bytes, mode: int = 0o644) -> None:
     """Create `path` holding `data`: never over an existing file (FileExistsError), never through
     a symlink at the final name (O_EXCL | O_NOFOLLOW: a link there is 'exists' too)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | CLOEXEC, mode)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | CLOEXEC | BINARY, mode)
     try:
         _write_all(fd, data)
     finally:
@@ -154,6 +156,8 @@ def append(path: Path, data: bytes) -> None:
     """Append `data` to the regular file `path` (created when missing), opened with O_APPEND as
     the GitHub runner's command files expect. A FIFO or device there is refused (an OSError,
     EINVAL) rather than blocked on."""
+    # No BINARY: these are text files, and on a Windows runner text mode ends their lines at \r\n
+    # as the runner's own shells do.
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NONBLOCK | CLOEXEC, 0o644)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):

@@ -495,7 +495,7 @@ def nar_hash_zip(zip_path: str | os.PathLike[str], strip_root: bool = True) -> s
 
 def _write_file(zf: zipfile.ZipFile, entry: Entry, full: bytes, feed, progress, writer: _Writer) -> None:
     fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-                 | getattr(os, "O_CLOEXEC", 0), 0o600)
+                 | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0), 0o600)  # Windows: not text mode
     try:
         # feed first: the chunk joins the NAR bytes queued with this write
         if entry.data is not None:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from doctor.fetch.directory import Planned
 
 _O_CREATE = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-             | getattr(os, "O_CLOEXEC", 0))
+             | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
 _WAIT = 0.05  # the longest sleep between looks, should a wake-up be missed
 
 

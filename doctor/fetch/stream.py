@@ -61,9 +61,12 @@ _MAX32 = 0xFFFFFFFF
 # what the stream writes is bounded by what has arrived: past 20× (plus 64 MiB) it stops and
 # the unpack from the file (sizes from the central directory, checked against free space) decides.
 MAX_RATIO, SLACK = 20, 64 << 20
+# O_BINARY: Windows opens a file in text mode without it (cpython#52646), and os.write would
+# then turn every \n of a library into \r\n.
 _O_CREATE = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-             | getattr(os, "O_CLOEXEC", 0))
-_O_FILL = os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)  # a file created ahead
+             | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+_O_FILL = (os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+           | getattr(os, "O_BINARY", 0))  # a file created ahead
 _DESCRIPTOR_MAX = 4 + 4 + 16  # signature, CRC-32, two zip64 sizes
 STORED, DEFLATED = zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED
 

@@ -99,7 +99,7 @@ class Offload:
                         return
                     job = self._jobs.popleft()
                 if src is None:
-                    src = os.open(self._source, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                    src = os.open(self._source, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
                 try:
                     why = self._inflate(src, job)
                 finally:

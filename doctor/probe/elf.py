@@ -94,7 +94,7 @@ def read_elf(path: str, real_path: str, count_abi_symbols: bool = False) -> ElfI
     """
     import stat as st
 
-    fd = os.open(real_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    fd = os.open(real_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     try:
         info = os.fstat(fd)
         if not st.S_ISREG(info.st_mode):
