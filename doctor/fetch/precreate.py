@@ -18,9 +18,21 @@ from collections.abc import Callable, Sequence
 
 from doctor.fetch.directory import Planned
 
-_O_CREATE = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-             | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+# How the streamed tree's files are created, here and by the stream itself (stream.py). O_BINARY:
+# Windows opens a file in text mode without it (cpython#52646), and os.write would then turn every
+# \n of a library into \r\n.
+CREATE = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+          | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
 _WAIT = 0.05  # the longest sleep between looks, should a wake-up be missed
+
+
+def make_dirs(root: bytes, parts: tuple[bytes, ...], include_self: bool, made: set[tuple[bytes, ...]]) -> None:
+    """The folders of `parts` under `root` that are not in `made` yet (the last part too with
+    `include_self`), private; EEXIST when one of them is already a file."""
+    for i in range(1, len(parts) + include_self):
+        if parts[:i] not in made:
+            os.mkdir(os.path.join(root, *parts[:i]), 0o700)
+            made.add(parts[:i])
 
 
 class Precreator:
@@ -64,13 +76,9 @@ class Precreator:
             for i, entry in enumerate(self._entries):
                 if self._stopped:
                     return
-                parts = entry.parts
-                for j in range(1, len(parts) + entry.is_dir):
-                    if parts[:j] not in made:
-                        os.mkdir(os.path.join(self._root, *parts[:j]), 0o700)
-                        made.add(parts[:j])
+                make_dirs(self._root, entry.parts, entry.is_dir, made)
                 if not entry.is_dir:
-                    os.close(os.open(os.path.join(self._root, *parts), _O_CREATE, 0o600))
+                    os.close(os.open(os.path.join(self._root, *entry.parts), CREATE, 0o600))
                 self.done = i + 1
                 if self._waiting:
                     with self._cond:

@@ -45,7 +45,7 @@ from pathlib import Path
 from doctor.errors import DoctorError
 from doctor.fetch.directory import Directory, Planned
 from doctor.fetch.extract import check_reserved, entry_parts
-from doctor.fetch.precreate import Precreator
+from doctor.fetch.precreate import CREATE, Precreator, make_dirs
 from doctor.fetch.stream_offload import BIG, Job, Offload
 from doctor.record import record
 
@@ -61,12 +61,7 @@ _MAX32 = 0xFFFFFFFF
 # what the stream writes is bounded by what has arrived: past 20× (plus 64 MiB) it stops and
 # the unpack from the file (sizes from the central directory, checked against free space) decides.
 MAX_RATIO, SLACK = 20, 64 << 20
-# O_BINARY: Windows opens a file in text mode without it (cpython#52646), and os.write would
-# then turn every \n of a library into \r\n.
-_O_CREATE = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-             | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
-_O_FILL = (os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-           | getattr(os, "O_BINARY", 0))  # a file created ahead
+_O_FILL = CREATE & ~(os.O_CREAT | os.O_EXCL)  # a file created ahead (precreate.py)
 _DESCRIPTOR_MAX = 4 + 4 + 16  # signature, CRC-32, two zip64 sizes
 STORED, DEFLATED = zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED
 
@@ -272,10 +267,10 @@ class StreamUnzip:
         if self._ahead is not None:
             self._created_ahead(bparts, is_dir)
         else:
-            self._mkdirs(bparts, include_self=is_dir)
+            make_dirs(self._root, bparts, is_dir, self._made)  # EEXIST: a name seen as a file
         if not is_dir:  # a directory's data (a deflated empty string) is checked, not written
             path = os.path.join(self._root, *bparts)
-            self._fd = os.open(path, _O_FILL) if self._ahead is not None else os.open(path, _O_CREATE, 0o600)
+            self._fd = os.open(path, _O_FILL) if self._ahead is not None else os.open(path, CREATE, 0o600)
             if (self._source is not None and not descriptor and csize >= BIG
                     and usize <= MAX_RATIO * csize + SLACK):  # within the bound the inline inflate keeps
                 self._hand_over(self._header_at + len(header))
@@ -303,12 +298,6 @@ class StreamUnzip:
         why = self._ahead.wait_for(found[0], lambda: self.failed is not None)
         if why is not None:
             raise _Stop(why)
-
-    def _mkdirs(self, bparts: tuple[bytes, ...], include_self: bool) -> None:
-        for i in range(1, len(bparts) + (1 if include_self else 0)):
-            if bparts[:i] not in self._made:
-                os.mkdir(os.path.join(self._root, *bparts[:i]), 0o700)  # EEXIST: a name seen as a file
-                self._made.add(bparts[:i])
 
     # -- entry data --
 
