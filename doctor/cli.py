@@ -21,6 +21,11 @@ import sys
 if sys.implementation.name == "cpython":
     gc.set_threshold(200_000, 30, 30)
 
+# click.types imports uuid, whose C part links libuuid.so.1: ld.so looks for it in every
+# LD_LIBRARY_PATH directory (a cluster's module path on a network file system, a round trip
+# each) for a module the doctor never calls. Without _uuid, uuid uses its pure-Python code.
+sys.modules.setdefault("_uuid", None)  # type: ignore[assignment]
+
 import importlib
 import importlib.util
 import os

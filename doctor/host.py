@@ -57,7 +57,7 @@ class RunResult:
 class Host:
     """The machine as the probes see it: environment, files and commands, under one root."""
     env: Mapping[str, str]
-    root: Path = Path("/")
+    root: Path = _ROOT
     cwd: Path = field(default_factory=lambda: _current_dir())
     system: str = field(default_factory=platform.system)  # "Linux", "Darwin", "Windows"
     machine: str = field(default_factory=platform.machine)  # "x86_64", "aarch64", "arm64"
@@ -112,7 +112,7 @@ class Host:
         p = Path(path)
         if not p.is_absolute():
             p = self.cwd / p
-        if self.root == _ROOT:
+        if self._real_root():
             return p
         return self.root / p.relative_to(p.anchor)
 
@@ -121,9 +121,14 @@ class Host:
         loader probe asks about thousands of directories of a long LD_LIBRARY_PATH, and check
         about a dozen files in each of dozens of libtorch trees."""
         text = os.fspath(path)
-        if isinstance(text, str) and text.startswith("/") and self.root == _ROOT:
+        if isinstance(text, str) and text.startswith("/") and self._real_root():
             return text
         return str(self.real(path))
+
+    def _real_root(self) -> bool:
+        # The identity first: Path.__eq__ costs a microsecond, and check maps a few thousand
+        # paths (dozens of trees, thousands of LD_LIBRARY_PATH entries).
+        return self.root is _ROOT or self.root == _ROOT
 
     # pathlib's predicates raise on a component over 255 bytes (ENAMETOOLONG) before Python
     # 3.12 swallows it; a path taken from the environment may be anything.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -82,6 +83,23 @@ def test_strict_turns_warnings_into_failures():
     plain = doctor_subprocess("check", env={"LD_LIBRARY_PATH": ""})
     strict = doctor_subprocess("check", "--strict", env={"LD_LIBRARY_PATH": ""})
     assert plain.returncode == 0 and strict.returncode == 1
+
+
+def test_check_never_has_the_loader_look_for_libuuid(tmp_path):
+    # click imports uuid, whose C part links libuuid.so.1: ld.so would look for it in every
+    # LD_LIBRARY_PATH directory (a network file system on a cluster). ld.so's own trace of the
+    # doctor's process (LD_DEBUG_OUTPUT writes one file per process id) says whether it looked.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LIBTORCH")}
+    env.update(PYTHONPATH=str(REPO), LD_DEBUG="libs", LD_DEBUG_OUTPUT=str(tmp_path / "ld"), LD_LIBRARY_PATH=str(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-m", "doctor", "check", "--json"], env=env, cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.wait(timeout=120) in (0, 1), proc.stderr.read()
+    trace = (tmp_path / f"ld.{proc.pid}").read_text(errors="replace")
+    assert "find library=libc.so.6" in trace  # the trace is the doctor's, and complete
+    assert "libuuid" not in trace
+    made = subprocess.run([sys.executable, "-c", "import doctor.cli, uuid; print(uuid.uuid4().version)"],
+                          env={**env, "LD_DEBUG": ""}, capture_output=True, text=True)
+    assert made.stdout.strip() == "4", made.stderr  # uuid still works, in Python
 
 
 def test_cli_runner_text_report_and_verbose():
