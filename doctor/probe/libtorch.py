@@ -13,6 +13,7 @@ import re
 from dataclasses import field
 from pathlib import Path, PurePath
 
+from doctor.catalog.releases import PRE_CXX11_LAST, has_pre_cxx11
 from doctor.errors import reraise_out_of_resources
 from doctor.host import Host
 from doctor.model import Evidence
@@ -38,6 +39,9 @@ VERSION_FILES = {
     "version.py": "version.py",
 }
 INSTALL_RECORD = "torch-doctor.json"
+# Where the ABI of a tree a build does not use comes from, when its version settles it: reading
+# libc10's symbols costs ~0.4 ms a tree, and a Hasktorch cache holds dozens (issue 19).
+ABI_FROM_VERSION = f"the version (no libtorch after {PRE_CXX11_LAST} was published with the pre-CXX11 ABI)"
 # Hasktorch's cache layout lives in probe/hasktorch_cache.py; these names stay for old importers.
 HASKTORCH_PLATFORMS = hasktorch_cache.PLATFORMS
 libtorch_home = hasktorch_cache.libtorch_home
@@ -193,7 +197,10 @@ def _join(base: str, rel: str) -> str:
     return os.path.join(base, *rel.split("/"))
 
 
-def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evidence]) -> LibtorchInstall:
+def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evidence],
+                 abi_from_version: bool = False) -> LibtorchInstall:
+    """The facts of the tree at `root`. With `abi_from_version`, a tree of a version only ever
+    published with the CXX11 ABI takes it from there instead of from libc10's symbols."""
     given = root
     root = _absolute(host, root)
     p = PurePath(root)
@@ -269,7 +276,7 @@ def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evide
         install.cxx_standard = 20 if Version(install.version) >= Version("2.13") else 17
         install.cxx_standard_source = "derived from the version"
 
-    _read_libc10(host, install, c10, parsed["abi_flag"], config_path)
+    _read_libc10(host, install, c10, parsed["abi_flag"], config_path, abi_from_version)
     record_text = host.read_text(os.path.join(base, INSTALL_RECORD))
     if record_text:
         from doctor.bounded import json_depth_exceeds
@@ -331,7 +338,8 @@ def _denied(host: Host, dirs: list[str], files: list[str]) -> list[str]:
             if host.exists(path) and not host.access(path, mode)]
 
 
-def _read_libc10(host: Host, install: LibtorchInstall, c10: str, abi_flag: str | None, config_path: str) -> None:
+def _read_libc10(host: Host, install: LibtorchInstall, c10: str, abi_flag: str | None, config_path: str,
+                 abi_from_version: bool = False) -> None:
     if abi_flag is not None:
         install.abi = "cxx11" if abi_flag == "1" else "pre-cxx11"
         install.abi_source = "TorchConfig.cmake"
@@ -340,6 +348,8 @@ def _read_libc10(host: Host, install: LibtorchInstall, c10: str, abi_flag: str |
         return
     if c10 in install.denied:  # not a broken library: diagnose names the permissions
         return
+    if install.abi is None and abi_from_version and install.version and not has_pre_cxx11(install.version):
+        install.abi, install.abi_source = "cxx11", ABI_FROM_VERSION
     name = os.path.basename(c10)
     try:
         info = read_elf(c10, str(host.real(c10)), count_abi_symbols=install.abi is None)
@@ -354,15 +364,28 @@ def _read_libc10(host: Host, install: LibtorchInstall, c10: str, abi_flag: str |
     install.elf_endian = info.endian
     install.glibc_needs = {k: v for k, v in info.version_needs.items() if k.startswith(("libc.so", "libstdc++"))}
     if install.abi is None and info.cxx11_symbols is not None:
-        install.abi = abi_from_counts(info.cxx11_symbols, info.old_abi_symbols or 0)
-        install.abi_source = "libc10 symbols"
-        install.evidence.append(
-            Evidence(
-                "elf",
-                c10,
-                f"{info.cxx11_symbols} c10/at/torch symbols with std::__cxx11::string, {info.old_abi_symbols} with the old std::string",
-            )
-        )
+        _abi_from_symbols(install, c10, info.cxx11_symbols, info.old_abi_symbols or 0)
+
+
+def _abi_from_symbols(install: LibtorchInstall, c10: str, cxx11: int, old: int) -> None:
+    install.abi = abi_from_counts(cxx11, old)
+    install.abi_source = "libc10 symbols"
+    install.evidence.append(Evidence("elf", c10, f"{cxx11} c10/at/torch symbols with std::__cxx11::string, {old} with the old std::string"))
+
+
+def _read_abi_symbols(host: Host, install: LibtorchInstall) -> None:
+    """The tree a build uses has its ABI from libc10's symbols, as evidence, even where its version
+    settles it: a tree can be mislabelled."""
+    if install.abi_source != ABI_FROM_VERSION:
+        return
+    c10 = os.path.join(install.lib_dir, "libc10.so")
+    try:
+        info = read_elf(c10, str(host.real(c10)), count_abi_symbols=True)
+    except Exception as exc:  # it was read a moment ago; gone or changed since: the version's word stands
+        reraise_out_of_resources(exc)
+        return
+    if info.cxx11_symbols is not None:
+        _abi_from_symbols(install, c10, info.cxx11_symbols, info.old_abi_symbols or 0)
 
 
 # -- all of them --
@@ -380,9 +403,11 @@ def detect_libtorch(host: Host, python: PythonTorch | None) -> LibtorchFacts:
         evidence.append(ev)
     candidates = []
     for root, origins, evidence in merged.values():
-        candidates.append(inspect_tree(host, root, origins, evidence))
+        candidates.append(inspect_tree(host, root, origins, evidence, abi_from_version=True))
     candidates.sort(key=lambda c: min(ORIGIN_RANK[o] for o in c.origins))
     active, reason = _choose(host, candidates, {root: key for key, (root, _, _) in merged.items()})
+    if active is not None:
+        _read_abi_symbols(host, candidates[active])
     searched = [name for name, _ in PRECEDENCE]
     return LibtorchFacts(candidates, active, reason, searched)
 

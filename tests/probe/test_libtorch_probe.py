@@ -9,7 +9,7 @@ from testsupport.support import make_tree
 from doctor.check import build_areas, gather_facts
 from doctor.host import Host
 from doctor.probe.elf import abi_from_counts, read_elf
-from doctor.probe.libtorch import detect_libtorch
+from doctor.probe.libtorch import ABI_FROM_VERSION, detect_libtorch
 
 
 def ids(areas) -> list[str]:
@@ -55,6 +55,26 @@ def test_new_tree_without_abi_line_reads_libc10_symbols(tmp_path, abi_libs):
     old = make_tree(tmp_path / "old", "2.8.0", "cpu", libc10=abi_libs["pre-cxx11"])
     c = detect_libtorch(Host.for_test(tmp_path, {"LIBTORCH": "/old"}), None).active_install
     assert c.root == "/old" and c.abi == "pre-cxx11" and old.exists()
+
+
+def test_trees_a_build_does_not_use_take_the_abi_from_their_version(tmp_path, abi_libs):
+    # Reading libc10's symbols costs ~0.4 ms a tree and a Hasktorch cache holds dozens: a tree a
+    # build does not use, of a version only ever built with the CXX11 ABI, says so from the
+    # version. The tree a build uses is always read, so a mislabelled one is caught once chosen.
+    make_tree(tmp_path / "opt/libtorch", "2.9.1", "cpu", libc10=abi_libs["cxx11"])
+    make_tree(tmp_path / "work/libtorch", "2.10.0", "cpu", libc10=abi_libs["pre-cxx11"])  # says 2.10, is old-ABI
+    make_tree(tmp_path / "usr/local/libtorch", "2.6.0", "cpu", libc10=abi_libs["pre-cxx11"])  # 2.6 had both ABIs
+    lt = detect_libtorch(Host.for_test(tmp_path, {"LIBTORCH": "/opt/libtorch"}), None)
+    by_root = {c.root: (c.abi, c.abi_source) for c in lt.candidates}
+    assert lt.active_install.root == "/opt/libtorch"
+    assert by_root["/opt/libtorch"] == ("cxx11", "libc10 symbols")
+    assert by_root["/work/libtorch"] == ("cxx11", ABI_FROM_VERSION) and "2.6" in ABI_FROM_VERSION
+    assert by_root["/usr/local/libtorch"] == ("pre-cxx11", "libc10 symbols")
+    assert not any(e.kind == "elf" and "symbols" in e.excerpt for c in lt.candidates if c.root == "/work/libtorch"
+                   for e in c.evidence)
+    chosen = detect_libtorch(Host.for_test(tmp_path, {"LIBTORCH": "/work/libtorch"}), None).active_install
+    assert (chosen.root, chosen.abi, chosen.abi_source) == ("/work/libtorch", "pre-cxx11", "libc10 symbols")
+    assert any("with the old std::string" in e.excerpt for e in chosen.evidence)
 
 
 def test_version_files_that_disagree(tmp_path, abi_libs):
