@@ -258,6 +258,19 @@ def for_terminal(text: str, one_line: bool = False) -> str:
     return _terminal_unsafe(one_line).sub(_escape, text)
 
 
+SHOWN_MOST = 600  # characters of one evidence excerpt or area detail a person is shown
+
+
+def elided(text: str, most: int = SHOWN_MOST) -> str:
+    """`text` for a person to read, about `most` characters at most: a longer value (a 2,000-entry
+    LD_LIBRARY_PATH is 38 KB, and the evidence of three findings may quote it) keeps its start and
+    its end around the count of what was left out. JSON keeps every value whole."""
+    if len(text) <= most:
+        return text
+    head, tail = most * 2 // 3, most // 3
+    return f"{text[:head]} … ({len(text) - head - tail:,} characters left out) … {text[-tail:]}"
+
+
 def valid_unicode(text: str) -> str:
     """`text` as a file others parse can hold it (JSON, JUnit XML, markdown, workflow commands):
     each byte of an undecodable name as \\xNN, as for_terminal shows it. Python holds such a byte

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from doctor.model import Level, Report
-from doctor.quoting import valid_unicode
+from doctor.quoting import elided, valid_unicode
 
 MARK = {Level.OK: "✅", Level.INFO: "ℹ️", Level.WARNING: "⚠️", Level.ERROR: "❌"}
 _PUNCT = re.compile(r"([\\`*_\[\]|~])")
@@ -64,6 +64,6 @@ def _evidence(report: Report) -> list[str]:
     if not rows:
         return []
     out = ["<details><summary>Evidence</summary>", "", "| Finding | Kind | Source | Excerpt |", "|---|---|---|---|"]
-    out += [f"| <code>{cell(f.id)}</code> | {cell(e.kind)} | {code(e.source)} | {code(e.excerpt)} |" for f, e in rows]
+    out += [f"| <code>{cell(f.id)}</code> | {cell(e.kind)} | {code(e.source)} | {code(elided(e.excerpt))} |" for f, e in rows]
     out += ["", "</details>", ""]
     return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from doctor.model import Finding, Level, Report
-from doctor.quoting import for_terminal
+from doctor.quoting import elided, for_terminal
 
 MARK = {Level.OK: "✓", Level.INFO: "✓", Level.WARNING: "!", Level.ERROR: "✗"}
 COLOR = {Level.OK: "32", Level.INFO: "32", Level.WARNING: "33", Level.ERROR: "31"}
@@ -18,7 +18,7 @@ def render(report: Report, verbose: int = 0, color: bool = False) -> str:
         level = area.level
         lines.append(f"[{paint(MARK[level], level)}] {_line(area.title)}: {_line(area.summary)}")
         if verbose:
-            lines.extend(f"    • {_line(d)}" for d in area.details)
+            lines.extend(f"    • {_line(elided(d))}" for d in area.details)
         for f in sorted(area.findings, key=lambda f: -f.level.rank):
             if f.level is Level.INFO and not verbose:
                 continue
@@ -39,7 +39,7 @@ def _finding(f: Finding, verbose: int, paint) -> list[str]:
         out.append(f"      fix: {fix_lines[0]}")
         out.extend(f"           {line}" for line in fix_lines[1:])
     if verbose:
-        out.extend(f"      evidence: {_line(str(e))}" for e in f.evidence)
+        out.extend(f"      evidence: {_line(elided(str(e)))}" for e in f.evidence)
     return out
 
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from testsupport.fetch_helpers import libtorch_zip
 from testsupport.support import REPO
 
-from doctor.quoting import for_terminal
+from doctor.quoting import SHOWN_MOST, elided, for_terminal
 
 HOSTILE = "/tmp/doctor-\nweird\x1b]0;owned\x07\r[ok]\udcff\x9b31m\x1b[2J"
 SHOWN = "\\x1b]0;owned\\x07\\r[ok]\\xff\\x9b31m\\x1b[2J"
@@ -190,3 +190,33 @@ def test_a_stream_without_the_marks_gets_ascii_ones_not_a_crash(tmp_path, encodi
     assert any(line.startswith("[x] libtorch:") and "/tmp/\\u4e2d/libtorch" in line for line in areas)
     err = doctor("explain", "/tmp/中/build.log", env=env, cwd=tmp_path)
     assert err.returncode == 1 and err.stderr.decode(encoding).startswith("error: /tmp/\\u4e2d/build.log: no such file")
+
+
+@given(st.text(min_size=0, max_size=3 * SHOWN_MOST))
+def test_elided_keeps_the_start_and_the_end_and_counts_the_rest(text):
+    shown = elided(text)
+    if len(text) <= SHOWN_MOST:
+        assert shown == text
+        return
+    head, tail = SHOWN_MOST * 2 // 3, SHOWN_MOST // 3
+    assert shown == f"{text[:head]} … ({len(text) - head - tail:,} characters left out) … {text[-tail:]}"
+
+
+def test_a_long_library_path_is_elided_for_people_and_whole_in_json(tmp_path):
+    # A module system's LD_LIBRARY_PATH of hundreds of entries: -v quoted it whole in the evidence of
+    # each loader finding and in the Python environment's details, one line of kilobytes each.
+    dirs = [tmp_path / f"module-{i:03}" / "lib" for i in range(300)]
+    for d in dirs:
+        d.mkdir(parents=True)
+    value = ":".join(map(str, dirs))
+    env = {"LD_LIBRARY_PATH": value, "HOME": str(tmp_path)}
+    text = assert_inert(doctor("check", "-v", env=env, cwd=tmp_path).stdout)
+    quoted = [line for line in text.splitlines() if str(dirs[0]) in line]
+    assert quoted and all(len(line) < SHOWN_MOST + 100 for line in text.splitlines())
+    assert all("characters left out" in line and line.rstrip().endswith(str(dirs[-1])) for line in quoted)
+    report = json.loads(doctor("check", "--json", env=env, cwd=tmp_path).stdout)
+    excerpts = [e["excerpt"] for f in report["findings"] for e in f["evidence"] if e["source"] == "LD_LIBRARY_PATH"]
+    assert value in excerpts  # the machine format keeps the whole value
+    markdown = doctor("check", "-v", "--format", "markdown", env=env, cwd=tmp_path).stdout.decode()
+    rows = [line for line in markdown.splitlines() if line.startswith("| <code>") and "LD\\_LIBRARY\\_PATH" in line]
+    assert rows and all("characters left out" in row and len(row) < SHOWN_MOST + 300 for row in rows)
