@@ -364,28 +364,23 @@ def _read_libc10(host: Host, install: LibtorchInstall, c10: str, abi_flag: str |
     install.elf_endian = info.endian
     install.glibc_needs = {k: v for k, v in info.version_needs.items() if k.startswith(("libc.so", "libstdc++"))}
     if install.abi is None and info.cxx11_symbols is not None:
-        _abi_from_symbols(install, c10, info.cxx11_symbols, info.old_abi_symbols or 0)
-
-
-def _abi_from_symbols(install: LibtorchInstall, c10: str, cxx11: int, old: int) -> None:
-    install.abi = abi_from_counts(cxx11, old)
-    install.abi_source = "libc10 symbols"
-    install.evidence.append(Evidence("elf", c10, f"{cxx11} c10/at/torch symbols with std::__cxx11::string, {old} with the old std::string"))
+        install.abi = abi_from_counts(info.cxx11_symbols, info.old_abi_symbols or 0)
+        install.abi_source = "libc10 symbols"
+        install.evidence.append(
+            Evidence(
+                "elf",
+                c10,
+                f"{info.cxx11_symbols} c10/at/torch symbols with std::__cxx11::string, {info.old_abi_symbols} with the old std::string",
+            )
+        )
 
 
 def _read_abi_symbols(host: Host, install: LibtorchInstall) -> None:
     """The tree a build uses has its ABI from libc10's symbols, as evidence, even where its version
-    settles it: a tree can be mislabelled."""
-    if install.abi_source != ABI_FROM_VERSION:
-        return
-    c10 = os.path.join(install.lib_dir, "libc10.so")
-    try:
-        info = read_elf(c10, str(host.real(c10)), count_abi_symbols=True)
-    except Exception as exc:  # it was read a moment ago; gone or changed since: the version's word stands
-        reraise_out_of_resources(exc)
-        return
-    if info.cxx11_symbols is not None:
-        _abi_from_symbols(install, c10, info.cxx11_symbols, info.old_abi_symbols or 0)
+    settles it: a tree can be mislabelled. Only a Linux tree's libc10.so has an ABI from its version."""
+    if install.abi_source == ABI_FROM_VERSION:
+        install.abi = install.abi_source = None
+        _read_libc10(host, install, os.path.join(install.lib_dir, "libc10.so"), None, "")
 
 
 # -- all of them --
