@@ -5,6 +5,8 @@ name `<id>` plus its subject) and one passing testcase for each area that has no
 every check shows up. A failing finding (an error, or a warning under --strict) carries a
 <failure> whose message is its title and whose text holds the detail, the fix and the evidence.
 A finding that a policy ignored is <skipped> with the reason, so the ignore stays visible.
+CI pages show these texts to people, so a long detail or evidence value is elided as in the text
+report (doctor.quoting.elided); --json keeps it whole.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from doctor.model import Finding, Level, Report
-from doctor.quoting import valid_unicode
+from doctor.quoting import elided, valid_unicode
 from doctor.render.text import message_lines
 
 # XML 1.0 forbids most control characters even when escaped; log excerpts can contain them.
@@ -34,7 +36,7 @@ LABELS = ("fix:", "evidence:", "docs:")  # the lines of a failure's text that th
 
 def _body(f: Finding) -> str:
     lines = [f"[{f.level.value}] {f.title}", *message_lines(f, LABELS)]
-    lines.extend("evidence: " + str(e).replace("\n", "\\n") for e in f.evidence)
+    lines.extend("evidence: " + elided(str(e).replace("\n", "\\n")) for e in f.evidence)
     lines.append(f"docs: {f.docs}")
     return _clean("\n".join(lines))
 
@@ -52,7 +54,7 @@ def build(report: Report) -> ET.Element:
         if not area.findings:
             case = ET.SubElement(suite, "testcase", classname=classname, name=_clean(area.title), time="0")
             ET.SubElement(case, "system-out").text = _clean(
-                "\n".join([f"{area.title}: {area.summary}", *area.details])
+                "\n".join([f"{area.title}: {area.summary}", *map(elided, area.details)])
             )
             tests += 1
             continue

@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 
 import pytest
 from hypothesis import given
@@ -220,3 +221,7 @@ def test_a_long_library_path_is_elided_for_people_and_whole_in_json(tmp_path):
     markdown = doctor("check", "-v", "--format", "markdown", env=env, cwd=tmp_path).stdout.decode()
     rows = [line for line in markdown.splitlines() if line.startswith("| <code>") and "LD\\_LIBRARY\\_PATH" in line]
     assert rows and all("characters left out" in row and len(row) < SHOWN_MOST + 300 for row in rows)
+    junit = ET.fromstring(doctor("check", "-v", "--format", "junit", env=env, cwd=tmp_path).stdout)
+    texts = [line for e in junit.iter() if e.tag in ("failure", "system-out") for line in (e.text or "").splitlines()]
+    quoted = [line for line in texts if str(dirs[0]) in line]
+    assert quoted and all("characters left out" in line and len(line) < SHOWN_MOST + 100 for line in quoted)
