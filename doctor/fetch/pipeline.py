@@ -26,7 +26,7 @@ from doctor.errors import DoctorError
 from doctor.fetch.fsops import cleanup_leftovers, os_error, remove_part, rmtree
 from doctor.fetch.names import redact_url, safe_component
 from doctor.fetch.plan import Plan
-from doctor.fetch.record import MARKER, NO_RECORD, NOT_HASHED, RECORD, UNFINISHED, InstallRecord, examine_record
+from doctor.fetch.record import NO_RECORD, NOT_HASHED, RECORD, UNFINISHED, InstallRecord, examine_record, marked
 from doctor.host import Host
 from doctor.record import record
 
@@ -123,7 +123,9 @@ def _run(host: Host, plan: Plan, opts: FetchOptions, dest: Path, writable: bool,
     checked = None if opts.update_lock else entry  # what this fetch must agree with
     record, unusable = examine_record(dest)
     matches, why = record_matches(plan, record, unusable)
-    installed = matches and (dest / MARKER).is_file() and not opts.force
+    if matches and not marked(dest):
+        matches, why = False, UNFINISHED
+    installed = matches and not opts.force
     if installed:
         same_kind = _same_kind(record, plan)
         consistent, why = _agrees(record, plan, checked if same_kind else None, same_kind)
@@ -139,18 +141,12 @@ def _run(host: Host, plan: Plan, opts: FetchOptions, dest: Path, writable: bool,
                     log(f"warning: {exc.message}")
             return Outcome("verified" if opts.verify_tree else "already-installed", dest, record.as_dict(), lock_action)
     if opts.verify_tree and not opts.force:  # verifying reports on what is there: never a download or a replacement
-        if matches and not why:
-            why = UNFINISHED
         damaged = record is None and unusable != NO_RECORD
         raise DoctorError(f"nothing to verify at {dest}: {why}",
                           "add --force (without --verify) to reinstall it there: a damaged record vouches for nothing"
                           if damaged else
                           "run without --verify to install the libtorch asked for there (or check --version, --variant)",
                           error_id="fetch.not-installed")
-    if installed:
-        log(f"reinstalling: {why}")
-    elif record is not None and not opts.force and not opts.offline:
-        log(f"replacing the libtorch at {dest}: {why}")
     if opts.offline and plan.source != "archive":
         raise DoctorError(f"libtorch is not installed at {dest} ({why}) and --offline forbids downloading",
                           "run without --offline once, or give --archive FILE", error_id="fetch.offline")
@@ -162,6 +158,11 @@ def _run(host: Host, plan: Plan, opts: FetchOptions, dest: Path, writable: bool,
         from doctor.fetch.destination import check_replaceable
 
         check_replaceable(dest, opts.force)
+    # Said once the replacement is allowed: a refusal above must not follow a "replacing" line.
+    if installed:
+        log(f"reinstalling: {why}")
+    elif record is not None and not opts.force and not opts.offline:
+        log(f"replacing the libtorch at {dest}: {why}")
     if plan.lock_path is not None and (checked is None):
         _check_lock_writable(plan.lock_path)
     new = _install(host, plan, opts, dest, checked, log, progress_stream)

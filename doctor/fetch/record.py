@@ -227,10 +227,13 @@ def install_problem(root: str | os.PathLike[str]) -> str:
     record, problem = examine_record(root)
     if record is None:
         return problem
+    return "" if marked(root) else UNFINISHED
+
+
+def marked(root: str | os.PathLike[str]) -> bool:
+    """Whether `root` holds the marker as a plain file: a symlink of that name vouches for nothing."""
     marker = Path(root) / MARKER
-    if not marker.is_file() or marker.is_symlink():
-        return UNFINISHED
-    return ""
+    return marker.is_file() and not marker.is_symlink()
 
 
 def write_new_file(path: Path, data: bytes) -> None:

@@ -300,6 +300,30 @@ def test_a_damaged_record_is_named_as_damaged_and_the_tree_kept(server, tmp_path
     assert r.exit_code == 0 and read_install_record(tmp_path / "dest")["version"] == "2.13.0", r.stderr
 
 
+@pytest.mark.parametrize("unmark", [
+    lambda ok: ok.unlink(),
+    lambda ok: (ok.unlink(), ok.symlink_to("build-version")),  # a plain file behind it, but not the doctor's marker
+])
+def test_a_tree_without_its_marker_is_not_taken_as_installed(server, tmp_path, unmark):
+    """A record without its .ok marker, or with a symlink in the marker's place, vouches for
+    nothing: not "already installed", --verify finds nothing to verify, a plain fetch refuses
+    without first saying it is replacing the tree, nothing is replaced, and --force reinstalls."""
+    serve(server, tmp_path)
+    assert cli(*args(server, tmp_path, "--no-lock")).exit_code == 0
+    dest = tmp_path / "dest"
+    unmark(dest / ".ok")
+    before = tree_listing(dest)
+    r = cli(*args(server, tmp_path, "--no-lock", "--verify"))
+    assert r.exit_code == 1 and f"error: nothing to verify at {dest}: no .ok marker" in r.stderr, r.stderr
+    r = cli(*args(server, tmp_path, "--no-lock"))
+    assert r.exit_code == 1 and "already installed" not in r.stdout, r.stdout
+    assert f"error: {dest} holds a libtorch that fetch-libtorch cannot vouch for: no .ok marker" in r.stderr
+    assert "replacing" not in r.stderr, r.stderr
+    assert tree_listing(dest) == before and no_leftovers(tmp_path) == []
+    r = cli(*args(server, tmp_path, "--no-lock", "--force"))
+    assert r.exit_code == 0 and (dest / ".ok").is_file() and not (dest / ".ok").is_symlink(), r.stderr
+
+
 def test_verify_names_the_file_this_user_may_not_read(server, tmp_path):
     """A tree installed by root and closed to others (umask 077): --verify by another user says
     which file and that it is a permission, not a changed tree, and offers no other --dest."""
