@@ -555,13 +555,15 @@ def _take_smi(facts: NvidiaFacts, first: RunResult, fields: tuple[str, ...], ret
     facts.smi_status = "ok"
     gpus = []
     for row in rows:
-        memory = row.get("memory.total")
+        memory, cc = row.get("memory.total"), row.get("compute_cap")
         gpus.append(
             NvidiaGpu(
                 int(row["index"] or 0),
                 row.get("name") or "unknown NVIDIA GPU",
-                int(float(memory)) if memory and re.fullmatch(r"\d+(\.\d+)?", memory) else None,
-                row.get("compute_cap"),
+                # MiB: nine digits is a petabyte; a longer run of digits is not memory (and 400 of them overflow)
+                int(float(memory)) if memory and re.fullmatch(r"\d{1,9}(\.\d{1,6})?", memory) else None,
+                # a capability the catalog cannot read is one the driver did not give: the name and libcuda may
+                cc if cc and re.fullmatch(r"\d{1,2}\.\d{1,2}", cc) else None,
                 evidence=[Evidence("command", result.command, ", ".join(v or "[N/A]" for v in row.values()))],
             )
         )

@@ -73,6 +73,17 @@ def test_one_h200_from_files_and_nvidia_smi(machine):
     assert nv.driver_cuda_version == "12.8" and "derived" in nv.driver_cuda_source
 
 
+def test_nvidia_smi_fields_out_of_shape_are_unknown_not_a_crash(machine):
+    """A memory of 400 digits (float() gives inf, int() raised OverflowError and the whole GPU
+    area was lost) and a capability that is no number: the GPU is still listed, those two
+    fields unknown."""
+    machine.nvidia_driver("570.124.06", proc=PROC_OPEN)
+    machine.nvidia_smi(f"0, NVIDIA H200, 570.124.06, {'9' * 400}, 9.0\n1, NVIDIA H200, 570.124.06, 143771, x.y\n")
+    nv = detect_gpus(machine.host()).nvidia
+    assert nv.smi_status == "ok" and not nv.problems
+    assert [(g.index, g.memory_mib, g.compute_capability) for g in nv.gpus] == [(0, None, "9.0"), (1, 143771, None)]
+
+
 def test_several_mixed_gpus_are_all_listed(machine):
     machine.nvidia_driver("560.35.03", gpus=3)
     machine.nvidia_smi(SMI_MIXED)
