@@ -65,6 +65,7 @@ FINDINGS: dict[str, str] = {
     "loader.empty-entry": 'the dynamic loader reads an empty entry of `LD_LIBRARY_PATH` as the current folder',
     "loader.library-not-found": 'the program was built, but at run time the dynamic loader searches only RPATH/RUNPATH, `LD_LIBRARY_PATH` (`DYLD_LIBRARY_PATH` on macOS, `PATH` on …',
     "loader.map-failed": "the loader found a library but the kernel would not map it: a noexec mount, or an address-space limit (`ulimit -v`)",
+    "loader.other-libtorch": "a program linked with `-ltorch` and no rpath takes each libtorch library from the first place the loader finds it",
     "loader.preload": 'every library in `LD_PRELOAD` is loaded into every program before anything else',
     "loader.relative-entry": 'the dynamic loader takes a relative entry of `LD_LIBRARY_PATH` from the folder a program is started in',
     "macos.duplicate-rpath": 'two build layers each add the same `-rpath` — e.g',

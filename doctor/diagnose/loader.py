@@ -97,6 +97,24 @@ def loader_area(l: LoaderFacts) -> Area:
                 subject=l.lib_dir,
             )
         )
+    if l.elsewhere:
+        names = ", ".join(r.name for r in l.elsewhere)
+        first = l.elsewhere[0]
+        findings.append(
+            Finding(
+                "loader.other-libtorch",
+                Level.WARNING,
+                f"programs get {names} from {PurePath(first.path).parent} ({first.via}), not from the active libtorch",
+                detail=f"A program linked against {l.lib_dir} with no rpath loads "
+                + "; ".join(f"{r.path} (via {r.via})" for r in l.elsewhere)
+                + ": another libtorch's copy, or a broken one. It then runs another release than it was built "
+                "against (undefined symbols at start, or crashes), or does not start at all.",
+                fix=fixes.run_time_path(l.lib_dir, variable=l.variable),
+                area="loader",
+                evidence=[Evidence("env", l.variable, ":".join(l.search_path) or "(unset)")],
+                subject=l.lib_dir,
+            )
+        )
     if l.unresolved:
         findings.append(
             Finding(

@@ -52,6 +52,7 @@ class LoaderFacts:
     preload: list[Resolution] = field(default_factory=list)  # LD_PRELOAD's entries, where ld.so finds each (path None: nowhere)
     empty_entry: bool = False  # LD_LIBRARY_PATH has an empty entry (':/a', '/a:', '/a::b'): ld.so searches the cwd there
     relative_entries: dict[str, str] = field(default_factory=dict)  # "libtorch/lib" -> that folder from the cwd; "~/x" -> home/x
+    elsewhere: list[Resolution] = field(default_factory=list)  # libtorch libraries a program gets from outside lib_dir
 
 
 class LoaderCache(dict):
@@ -160,6 +161,9 @@ def detect_loader(host: Host, lib_dir: str | None, ld_cache: dict[str, list[str]
         if not host.exists(path):
             continue
         view = LibraryView(name, as_loaded(_resolve(host, name, [], [], search, ld_cache, defaults)))
+        found = view.for_programs
+        if found.path and found.via != "LD_PRELOAD" and not _same_file(host, found.path, path):
+            facts.elsewhere.append(found)  # an earlier entry, or the ld.so cache, holds another libtorch's copy
         try:
             view.needed, elf = resolve_needed(host, path, ld_cache)
             view.needed = [as_loaded(r) for r in view.needed]
@@ -179,6 +183,13 @@ def detect_loader(host: Host, lib_dir: str | None, ld_cache: dict[str, list[str]
         facts.evidence.append(Evidence("elf", str(path), f"NEEDED {', '.join(elf.needed)}; RUNPATH {':'.join(elf.runpath) or '-'}"))
         facts.libraries.append(view)
     return facts
+
+
+def _same_file(host: Host, a: str | PurePath, b: str | PurePath) -> bool:
+    try:
+        return host.real(a).resolve() == host.real(b).resolve()
+    except (OSError, RuntimeError):  # a symlink loop: not the tree's file
+        return False
 
 
 def default_dirs(host: Host) -> list[str]:

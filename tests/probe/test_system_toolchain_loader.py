@@ -269,3 +269,37 @@ def test_a_preloaded_libtorch_library_is_the_one_programs_get(tmp_path, wheel_ro
     assert missing.title.startswith("libtorch.so, libtorch_cpu.so not on the loader path")
     assert "'libtorch.so: cannot open shared object file'" in missing.detail
     assert f"libc10.so: via LD_PRELOAD → {preload}" in area.details
+
+
+def test_a_libc10_earlier_on_the_loader_path_is_the_one_programs_get(tmp_path, wheel_root):
+    """A copy of libc10.so in an earlier LD_LIBRARY_PATH entry (here a damaged one) is the one a
+    program linked against the tree loads (run here for real); the loader area said "found, all
+    NEEDED resolve". It is named, with the fix that puts the tree first, which really works; the
+    tree's own folder reached through a symlink is the tree's file, not another."""
+    from doctor.diagnose.loader import loader_area
+    from doctor.probe.loader import read_ld_cache
+
+    lib = wheel_root / "lib"
+    (tmp_path / "main.c").write_text("int main(void) { return 0; }\n")
+    exe = tmp_path / "needs-c10"
+    subprocess.run(["gcc", "-o", str(exe), str(tmp_path / "main.c"), "-Wl,--no-as-needed", f"-L{lib}", "-lc10"], check=True)
+    other = tmp_path / "old/lib"
+    other.mkdir(parents=True)
+    (other / "libc10.so").write_bytes(b"")
+    shadowed = f"{other}:{lib}"
+    run = subprocess.run([str(exe)], capture_output=True, text=True, env={"LD_LIBRARY_PATH": shadowed})
+    assert run.returncode == 127 and f"{other}/libc10.so: file too short" in run.stderr
+
+    host = Host(env={"LD_LIBRARY_PATH": shadowed})
+    (finding,) = [f for f in loader_area(detect_loader(host, str(lib), read_ld_cache(host))).findings
+                  if f.id == "loader.other-libtorch"]
+    assert finding.title == f"programs get libc10.so from {other} (LD_LIBRARY_PATH), not from the active libtorch"
+    assert f"loads {other}/libc10.so (via LD_LIBRARY_PATH)" in finding.detail
+    fixed = subprocess.run(["sh", "-c", f"{finding.fix.split('   (or')[0]} && exec {exe}"], capture_output=True,
+                           env={"LD_LIBRARY_PATH": shadowed})
+    assert fixed.returncode == 0, fixed.stderr
+    (tmp_path / "via").symlink_to(lib)
+    for value in (f"{lib}:{other}", f"{tmp_path / 'via'}:{other}"):
+        host = Host(env={"LD_LIBRARY_PATH": value})
+        loader = detect_loader(host, str(lib), read_ld_cache(host))
+        assert loader.elsewhere == [] and "loader.other-libtorch" not in [f.id for f in loader_area(loader).findings]
