@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from doctor import fixes
-from doctor.catalog.releases import ABIS, PRE_CXX11_LAST, is_variant
+from doctor.catalog.releases import ABIS, PRE_CXX11_LAST, is_variant, newest_with, versions
 from doctor.errors import UsageError
 from doctor.model import Evidence, Finding, Level
 from doctor.record import record
@@ -127,13 +127,28 @@ def _full_version(active) -> str | None:
 
 
 def _fix(req: Requirement) -> str:
+    """A command that works when pasted: each names a version that was published with what it asks."""
     if req.kind == "libtorch":
-        return f"doctor fetch-libtorch --version <a version matching {req.value}>  (then eval \"$(doctor emit setenv)\")"
+        from packaging.specifiers import SpecifierSet
+
+        spec = SpecifierSet(req.value)
+        matching = [v for v in versions() if spec.contains(v, prereleases=True)]
+        if not matching:
+            return f"no published libtorch matches {req.value}: doctor fetch-libtorch --version <X.Y.Z> --unlisted"
+        return f"{fixes.fetch(matching[-1])}  (then eval \"$(doctor emit setenv)\")"
     if req.kind == "torch":
-        return f"pip install 'torch{req.value}'  (CPU wheels: --index-url https://download.pytorch.org/whl/cpu)"
+        label = re.search(r"\+([a-z0-9.]+)$", req.value)
+        if label and is_variant(label.group(1)):  # a local label (+cu128) is on that index only
+            return f"pip install 'torch{req.value}' --index-url {fixes.TORCH_INDEX}/{label.group(1)}"
+        return f"pip install 'torch{req.value}'  (CPU wheels: --index-url {fixes.TORCH_INDEX}/cpu)"
     if req.kind == "abi":
-        return "doctor fetch-libtorch --abi " + req.value + (
-            f"  (pre-cxx11 builds exist only up to {PRE_CXX11_LAST})" if req.value == "pre-cxx11" else "")
+        if req.value == "pre-cxx11":
+            return (f"{fixes.fetch(newest_with(series=PRE_CXX11_LAST))} --abi pre-cxx11  "
+                    f"(no libtorch after {PRE_CXX11_LAST} was published with the pre-cxx11 ABI)")
+        return "doctor fetch-libtorch --abi cxx11"
     if req.kind == "variant":
-        return fixes.fetch(variant=req.value)
+        version = newest_with(req.value)
+        if version is None:
+            return f"{fixes.fetch(variant=req.value)}  (no release in the doctor's table publishes {req.value}; add --unlisted)"
+        return fixes.fetch(version, req.value)
     return "run on a machine with a working GPU driver; see the GPU area above"

@@ -152,6 +152,25 @@ def test_policy_requirement_fails_the_check(tmp_path, project):
     assert [f["subject"] for f in unmet] == ["libtorch>=99"]
 
 
+@pytest.mark.parametrize("requirement", ["abi=pre-cxx11", "variant=cu128", "variant=rocm6.4", "libtorch>=2.5,<2.10"])
+def test_an_unmet_requirements_fix_works_when_pasted(tmp_path, project, requirement):
+    """The fix names a version that was published with what is asked: `--abi pre-cxx11` alone
+    asked for 2.13.0 (CXX11 only) and `--variant cu128` for a release without cu128, both
+    refused by fetch-libtorch. Pasted here as --dry-run, it is accepted."""
+    (unmet,) = [f for f in json.loads(check(tmp_path, "--require", requirement).stdout)["findings"]
+                if f["id"] == "requirement.unmet"]
+    words = unmet["fix"].split("  (")[0].split()
+    assert words[:2] == ["doctor", "fetch-libtorch"] and "--version" in words, unmet["fix"]
+    pasted = run_doctor([*words[1:], "--dry-run", "--no-lock"], cwd=project, env=doctor_env(tmp_path))
+    assert pasted.returncode == 0, pasted.stderr
+
+
+def test_a_torch_requirement_with_a_local_label_is_fixed_from_that_labels_index(tmp_path, project):
+    (unmet,) = [f for f in json.loads(check(tmp_path, "--require", "torch==2.13.0+cu128").stdout)["findings"]
+                if f["id"] == "requirement.unmet"]
+    assert unmet["fix"] == "pip install 'torch==2.13.0+cu128' --index-url https://download.pytorch.org/whl/cu128"
+
+
 @pytest.mark.parametrize(
     ("text", "needle"),
     [

@@ -161,6 +161,15 @@ def last_series_with(variant: str) -> str | None:
     return found[-1] if found else None
 
 
+def newest_with(variant: str | None = None, series: str | None = None) -> str | None:
+    """The newest published version that has `variant` (every release has cpu), within `series`
+    when given ("2.6" → "2.6.0"); None when none does."""
+    for s in reversed(SERIES):
+        if (series is None or s.series == series) and (variant in (None, "cpu") or variant in s.cuda or variant in s.rocm):
+            return max(s.versions, key=key)
+    return None
+
+
 def cuda_variants(version: str) -> list[str]:
     """The CUDA variants published for `version`'s series, oldest CUDA first; [] for an unknown series."""
     s = series_of(version)

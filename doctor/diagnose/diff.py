@@ -78,7 +78,7 @@ def libtorch_facts(facts: dict) -> Iterator[Fact]:
     yield Fact("libtorch", "libtorch version", f"{base}.version", show(_get(active, "version")), Level.ERROR, fetch, True)
     yield Fact("libtorch", "libtorch variant", f"{base}.variant", show(_get(active, "variant")), Level.ERROR, fetch, True)
     yield Fact("libtorch", "libtorch CXX11 ABI", f"{base}.abi", show(_get(active, "abi")), Level.ERROR,
-               "build and run with one ABI: doctor fetch-libtorch --abi {abi} (pre-cxx11 builds exist up to 2.6)", True)
+               "build and run with one ABI: doctor fetch-libtorch --version {version} --variant {variant} --abi {abi}", True)
     yield Fact("libtorch", "libtorch C++ standard", f"{base}.cxx_standard", show(_get(active, "cxx_standard")), Level.WARNING)
     yield Fact("libtorch", "libtorch CPU architecture", f"{base}.elf_machine", show(_get(active, "elf_machine")), Level.WARNING)
     yield Fact("libtorch", "libtorch location", f"{base}.root", show(_get(active, "root")), Level.INFO)

@@ -183,7 +183,7 @@ def test_recipe_gitlab_junit_carries_a_failure(tmp_path, libtorch_zip):
     assert "✗ requirement not met: abi=pre-cxx11 [requirement.unmet]" in result.stdout
     failures = ET.parse(project / "doctor-junit.xml").getroot().findall(".//failure")
     assert [f.get("type") for f in failures] == ["requirement.unmet"]
-    assert "fix: doctor fetch-libtorch --abi pre-cxx11" in failures[0].text
+    assert "fix: doctor fetch-libtorch --version 2.6.0 --abi pre-cxx11" in failures[0].text
 
 
 # -- policy examples --

@@ -61,6 +61,12 @@ def test_diff_json_names_each_difference(reports):
         f"facts.libtorch.candidates[{data_active(a)}].abi = cxx11",
         f"facts.libtorch.candidates[{data_active(b)}].abi = pre-cxx11",
     ]
+    # the fix names A's whole build, so it works when pasted (`--abi pre-cxx11` alone asked for 2.13.0)
+    back = json.loads(run_doctor(["diff", str(b), str(a), "--json"], cwd=a.parent, env=doctor_env(a.parent)).stdout)
+    fix = next(f for f in back["findings"] if f["subject"] == "libtorch CXX11 ABI")["fix"]
+    assert fix == "build and run with one ABI: doctor fetch-libtorch --version 2.6.0 --variant cpu --abi pre-cxx11"
+    pasted = run_doctor([*fix.split(": ", 1)[1].split()[1:], "--dry-run", "--no-lock"], cwd=a.parent, env=doctor_env(a.parent))
+    assert pasted.returncode == 0, pasted.stderr
 
 
 def data_active(path: Path) -> int:
