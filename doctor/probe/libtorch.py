@@ -141,13 +141,26 @@ def _from_env(host: Host) -> list[tuple[str, str, Evidence]]:
     torch_dir = host.env.get("Torch_DIR")
     if torch_dir:
         p = PurePath(host.tilde_expanded(torch_dir) or torch_dir)
-        root = str(p.parents[2]) if p.parts[-3:] == ("share", "cmake", "Torch") else str(p)
+        # not found: the tree it was meant to name, as written, so the libtorch area says what is wrong there
+        root = _cmake_root(host, p) or (str(p.parents[2]) if p.parts[-3:] == ("share", "cmake", "Torch") else str(p))
         out.append(("Torch_DIR", root, Evidence("env", "Torch_DIR", torch_dir)))
     for entry in filter(None, host.env.get("CMAKE_PREFIX_PATH", "").split(":" if host.system != "Windows" else ";")):
-        prefix = host.tilde_expanded(entry) or entry
-        if host.exists(PurePath(prefix) / "share/cmake/Torch/TorchConfig.cmake"):
-            out.append(("CMAKE_PREFIX_PATH", prefix, Evidence("env", "CMAKE_PREFIX_PATH", entry)))
+        root = _cmake_root(host, PurePath(host.tilde_expanded(entry) or entry))
+        if root:
+            out.append(("CMAKE_PREFIX_PATH", root, Evidence("env", "CMAKE_PREFIX_PATH", entry)))
     return out
+
+
+def _cmake_root(host: Host, prefix: PurePath) -> str | None:
+    """The libtorch root whose share/cmake/Torch/TorchConfig.cmake CMake's find_package(Torch)
+    finds from `prefix` (a CMAKE_PREFIX_PATH entry, or the environment's Torch_DIR, which CMake
+    also searches as a prefix): <prefix>/share/cmake/Torch/, <prefix>/Torch/ and <prefix>/
+    itself are among the forms of its config-mode search. So the tree's root, its share/cmake
+    (torch.utils.cmake_prefix_path) and its share/cmake/Torch all name it."""
+    for config_dir, depth in ((prefix / "share/cmake/Torch", 0), (prefix / "Torch", 2), (prefix, 3)):
+        if config_dir.parts[-3:] == ("share", "cmake", "Torch") and host.exists(config_dir / "TorchConfig.cmake"):
+            return str(prefix.parents[depth - 1]) if depth else str(prefix)
+    return None
 
 
 def _from_hasktorch_cache(host: Host) -> list[tuple[str, str, Evidence]]:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
+import pytest
 from testsupport.support import make_tree
 
 from doctor.check import build_areas, gather_facts
@@ -101,6 +104,28 @@ def test_two_conflicting_installs_and_precedence(tmp_path, abi_libs):
     assert [c.root for c in lt.candidates] == ["/home/user/lt", "/opt/libtorch"]
     assert lt.active_install.root == "/home/user/lt" and "Torch_DIR" in lt.active_reason
     assert "libtorch.conflict" in ids(build_areas(facts, host))
+
+
+@pytest.mark.parametrize("variable", ["CMAKE_PREFIX_PATH", "Torch_DIR"])
+@pytest.mark.parametrize("below", ["", "share/cmake", "share/cmake/Torch"])
+def test_every_prefix_form_cmake_accepts_names_the_tree(tmp_path, abi_libs, variable, below):
+    """CMake's find_package(Torch) finds a tree from its root, from its share/cmake (what
+    torch.utils.cmake_prefix_path gives) and from share/cmake/Torch, in CMAKE_PREFIX_PATH and in
+    the environment's Torch_DIR (run here with the real cmake). The doctor named another tree
+    active (CMAKE_PREFIX_PATH=<root>/share/cmake was ignored) or called Torch_DIR=<root>/share/cmake
+    not a libtorch."""
+    tree = make_tree(tmp_path / "lt", "2.9.0", "cpu", libc10=abi_libs["cxx11"])
+    (tree / "share/cmake/Torch/TorchConfig.cmake").write_text("set(Torch_FOUND 1)\n")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.18)\nproject(p NONE)\n"
+                                            "find_package(Torch CONFIG REQUIRED)\nmessage(STATUS \"found ${Torch_DIR}\")\n")
+    env = {variable: str(tree / below) if below else str(tree)}
+    ran = subprocess.run(["cmake", "-S", project, "-B", tmp_path / "build"], capture_output=True, text=True,
+                         env={"PATH": os.environ["PATH"], **env}, timeout=120)
+    assert ran.returncode == 0 and f"found {tree}/share/cmake/Torch" in ran.stdout, ran.stderr
+    lt = detect_libtorch(Host(env=env), None)
+    assert lt.active_install.root == str(tree) and variable in lt.active_install.origins
 
 
 def test_same_tree_reached_twice_is_one_candidate(tmp_path, abi_libs):
