@@ -88,12 +88,19 @@ def build_check(host: Host, install, mode: str = "c10") -> BuildResult:
         )
         return BuildResult(mode, False, f"{name} cannot be split into words", findings=[finding], seconds=time.monotonic() - start)
     cxx = _compiler(host)
+    if cxx is None and host.env.get("CXX"):
+        finding = Finding(
+            "toolchain.compiler-missing", Level.ERROR, "$CXX names a compiler that is not found: the build probe, "
+            "like make and CMake, compiles with $CXX",
+            fix=fixes.cxx_not_found(), area="build", evidence=[Evidence("env", "CXX", host.env["CXX"])],
+        )
+        return BuildResult(mode, False, "no C++ compiler", findings=[finding], seconds=time.monotonic() - start)
     if cxx is None:
         finding = Finding(
             "toolchain.compiler-missing", Level.ERROR, "no C++ compiler found for the build probe",
-            detail="Neither $CXX, c++, g++ nor clang++ is on PATH.",
+            detail="Neither c++, g++ nor clang++ is on PATH.",
             fix="sudo apt-get install g++ (Fedora: dnf install gcc-c++; macOS: xcode-select --install)",
-            area="build", evidence=[Evidence("env", "CXX", host.env.get("CXX", "(unset)"))],
+            area="build", evidence=[Evidence("env", "CXX", "(unset)")],
         )
         return BuildResult(mode, False, "no C++ compiler", findings=[finding], seconds=time.monotonic() - start)
 

@@ -71,6 +71,11 @@ def run_time_path(lib_dir: str, system: str = "Linux", variable: str | None = No
     return f"{first}   (or: {SETENV}, or link with {rpath_flag(lib_dir)})"
 
 
+def cxx_not_found() -> str:
+    """$CXX names a compiler that is not there: make, CMake and cc-rs build with it all the same."""
+    return "unset CXX   (or set it to an installed compiler: export CXX=g++)"
+
+
 def readable_by_all(root: str) -> str:
     """Give every user read access to a tree (folders searchable too), without making files executable."""
     return f"sudo chmod -R a+rX {sh_paste(root)}   (or ask the tree's owner to)"

@@ -20,6 +20,15 @@ def toolchain_area(t: ToolchainFacts, active: LibtorchInstall | None) -> Area:
                     fix="sudo apt-get install g++   (Fedora: dnf install gcc-c++; macOS: xcode-select --install)",
                     area="toolchain")
         )
+    if t.cxx_missing:
+        findings.append(
+            Finding("toolchain.compiler-missing", Level.WARNING,
+                    f"$CXX names {t.cxx_missing}, which is not found: builds use $CXX before any compiler on PATH",
+                    detail="make, CMake (CMAKE_CXX_COMPILER's default), setup.py and tch-rs's cc build all compile "
+                    "with $CXX when it is set, so they fail although a compiler is installed.",
+                    fix=fixes.cxx_not_found(), area="toolchain", evidence=[Evidence("env", "CXX", t.cxx_missing)],
+                    subject="CXX")
+        )
     for c in t.compilers:
         if need and c.max_std is not None and c.max_std < need:
             findings.append(

@@ -45,6 +45,7 @@ class ToolchainFacts:
     abi_flags: list[tuple[str, str]]  # (variable, "0"/"1") from CXXFLAGS / CPPFLAGS
     std_flags: list[tuple[str, int]]  # (variable, 17) from -std=c++17 in CXXFLAGS
     problems: list[str] = field(default_factory=list)  # probe failures (timeouts), not verdicts
+    cxx_missing: str | None = None  # the program $CXX names, when it is not found
 
 
 def parse_compiler_version(text: str) -> str | None:
@@ -139,6 +140,7 @@ def detect_toolchain(host: Host, timeout: float | None = None) -> ToolchainFacts
 
         timeout = probe_timeout(host)
     wanted: list[tuple[str, str]] = []
+    cxx_missing = None
     cxx = host.env.get("CXX")
     if cxx:
         try:
@@ -149,6 +151,8 @@ def detect_toolchain(host: Host, timeout: float | None = None) -> ToolchainFacts
         path = host.which(exe)
         if path:
             wanted.append((f"$CXX ({exe})", path))
+        else:
+            cxx_missing = exe
     for name in ("g++", "clang++"):
         path = host.which(name)
         if path and all(path != p for _, p in wanted):
@@ -157,7 +161,7 @@ def detect_toolchain(host: Host, timeout: float | None = None) -> ToolchainFacts
         compilers = [pool.submit(_probe_compiler, host, n, p, timeout) for n, p in wanted]
         cmake = pool.submit(_probe_tool, host, "cmake", parse_cmake_version, timeout)
         nvcc = pool.submit(_probe_tool, host, "nvcc", parse_nvcc_version, timeout)
-        facts = ToolchainFacts([c.result() for c in compilers], cmake.result(), nvcc.result(), [], [])
+        facts = ToolchainFacts([c.result() for c in compilers], cmake.result(), nvcc.result(), [], [], cxx_missing=cxx_missing)
     for variable in ("CXXFLAGS", "CPPFLAGS", "CFLAGS"):
         abis, stds = parse_flags(host.env.get(variable, ""))
         facts.abi_flags.extend((variable, a) for a in abis)

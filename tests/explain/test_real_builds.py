@@ -176,6 +176,8 @@ def test_build_check_explains_a_broken_include_dir_and_lib_dir(facts, tmp_path):
 def test_build_check_without_a_compiler_or_a_libtorch(facts):
     missing = build_check(host_with(CXX="/nonexistent/g++"), facts.install)
     assert [f.id for f in missing.findings] == ["toolchain.compiler-missing"]
+    assert missing.findings[0].title.startswith("$CXX names a compiler that is not found")  # not "no compiler on PATH"
+    assert missing.findings[0].fix.startswith("unset CXX")
     skipped = build_check(host_with(), None)
     assert skipped.skipped and not skipped.ok and not skipped.findings
     with pytest.raises(ValueError):

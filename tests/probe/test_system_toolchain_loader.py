@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -303,3 +305,22 @@ def test_a_libc10_earlier_on_the_loader_path_is_the_one_programs_get(tmp_path, w
         host = Host(env={"LD_LIBRARY_PATH": value})
         loader = detect_loader(host, str(lib), read_ld_cache(host))
         assert loader.elsewhere == [] and "loader.other-libtorch" not in [f.id for f in loader_area(loader).findings]
+
+
+def test_a_cxx_naming_no_compiler_is_named_and_the_fix_lets_cmake_build(tmp_path):
+    """$CXX naming a compiler that is not there: CMake (and make) take it before g++ on PATH and
+    fail (run here for real); the toolchain area named only g++ and said nothing of $CXX."""
+    (tmp_path / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.18)\nproject(p CXX)\n")
+    env = {"PATH": os.environ["PATH"], "CXX": "/nonexistent/g++"}
+    configure = ["cmake", "-S", str(tmp_path), "-B", str(tmp_path / "build")]
+    failed = subprocess.run(configure, capture_output=True, text=True, env=env, timeout=120)
+    assert failed.returncode != 0 and "/nonexistent/g++" in failed.stderr
+    facts = detect_toolchain(Host(env=env), timeout=10)
+    assert facts.cxx_missing == "/nonexistent/g++" and facts.compilers  # g++ on PATH is still probed
+    (finding,) = [f for f in toolchain_area(facts, None).findings if f.id == "toolchain.compiler-missing"]
+    assert finding.title.startswith("$CXX names /nonexistent/g++, which is not found")
+    shutil.rmtree(tmp_path / "build")
+    fixed = subprocess.run(["sh", "-c", f"{finding.fix.split('   (or')[0]} && exec {shlex.join(configure)}"],
+                           capture_output=True, text=True, env=env, timeout=120)
+    assert fixed.returncode == 0, fixed.stderr
+    assert detect_toolchain(Host(env={"PATH": os.environ["PATH"]}), timeout=10).cxx_missing is None
