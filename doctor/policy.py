@@ -160,6 +160,8 @@ def parse_policy(table: dict, source: str, doctor_version: str | None = None) ->
         raise bad("ignore", 'must be a table of finding id = "reason"')
     for fid, reason in ignore.items():
         _known_id(bad, "ignore", fid)
+        if fid == "requirement.unmet":  # it would cancel a --require given on the command line, and turn ✗ into ✓
+            raise bad("ignore.requirement.unmet", "a requirement cannot be ignored: remove it from require instead")
         if not isinstance(reason, str) or not reason.strip():
             raise bad(f"ignore.{fid}", "needs a reason: a non-empty string saying why it is safe to ignore")
     both = sorted(set(error_on) & set(ignore))

@@ -176,6 +176,7 @@ def test_a_torch_requirement_with_a_local_label_is_fixed_from_that_labels_index(
     [
         ('[tool.doctor]\nignore-all = true\n', "pyproject.toml [tool.doctor]: ignore-all: unknown key"),
         ('[tool.doctor.ignore]\n"abi.mismatch" = ""\n', "ignore.abi.mismatch: needs a reason"),
+        ('[tool.doctor.ignore]\n"requirement.unmet" = "x"\n', "ignore.requirement.unmet: a requirement cannot be ignored"),
     ],
 )
 def test_bad_policy_exits_2_naming_key_and_file(tmp_path, project, text, needle):
