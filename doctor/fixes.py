@@ -15,7 +15,9 @@ from doctor.formats import clip
 from doctor.quoting import sh_paste, sh_prepend
 
 SETENV = 'eval "$(doctor emit setenv)"'
-FETCH = f"doctor fetch-libtorch && {SETENV}"
+# --emit sets up the shell for the tree just installed: `fetch && emit setenv` set it up for the
+# active one again, the stale LIBTORCH (or Torch_DIR) the finding was about.
+FETCH = 'eval "$(doctor fetch-libtorch --emit setenv)"'
 ABI_FLAG = ABI_DEFINE
 # Why a ~ in a variable stays a folder name: said by every finding and refusal about one.
 TILDE_RULE = "only a shell expands ~, and only unquoted at the start of a word"
@@ -46,7 +48,8 @@ def pip_torch(version: str | None = None, variant: str | None = None, *, force: 
 
 
 def fetch_and_setenv(version: str | None = None, variant: str | None = None) -> str:
-    return f"{fetch(version, variant)} && {SETENV}"
+    """Install this libtorch and set up the shell for it (see FETCH)."""
+    return f'eval "$({fetch(version, variant)} --emit setenv)"'
 
 
 def prepend_path(variable: str, dirs: Sequence[str], system: str = "Linux") -> str:

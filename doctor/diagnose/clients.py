@@ -7,6 +7,7 @@ libtorch candidate the tch-rs resolution lands on.
 from __future__ import annotations
 
 from doctor.catalog.tch import checks_version, libtorch_for
+from doctor import fixes
 from doctor.fixes import TILDE_RULE
 from doctor.formats import clip
 from doctor.model import Area, Evidence, Finding, Level
@@ -50,7 +51,7 @@ def tch_findings(t: TchResolution, tree: LibtorchInstall | None) -> list[Finding
             "tch-rs would find no libtorch: LIBTORCH is not set and /usr/lib/libtorch.so does not exist",
             detail=t.why + ("; LIBTORCH_INCLUDE / LIBTORCH_LIB alone are not enough: torch-sys still needs "
                             "LIBTORCH (or LIBTORCH_USE_PYTORCH)" if {"LIBTORCH_INCLUDE", "LIBTORCH_LIB"} & set(t.set_variables) else ""),
-            fix='doctor fetch-libtorch && eval "$(doctor emit setenv)"  (or export LIBTORCH_USE_PYTORCH=1)',
+            fix=f"{fixes.FETCH}  (or export LIBTORCH_USE_PYTORCH=1)",
             area=AREA, evidence=ev, subject="tch-rs"))
         if t.download_device and t.download_device not in ("cpu", "cu118", "cu121", "cu124", "cu126", "cu128"):
             out.append(Finding(
@@ -119,7 +120,7 @@ def _version(t: TchResolution, tree: LibtorchInstall | None) -> list[Finding]:
         "version.mismatch", level,
         f"torch-sys {sys_version} (in {crate.path}) needs libtorch {expected}; {t.lib_dir} is {have}",
         detail=f"{how}. Table: doctor/catalog/tch.py (from tch-rs's build.rs TORCH_VERSION per release).",
-        fix=f'doctor fetch-libtorch --version {expected} && eval "$(doctor emit setenv)"',
+        fix=fixes.fetch_and_setenv(expected),
         area=AREA, evidence=[Evidence("file", crate.path, f"torch-sys {sys_version}"),
                              Evidence("file", t.checked_from or (tree.root if tree else ""), have)],
         subject="tch-rs")]

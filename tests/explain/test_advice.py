@@ -100,7 +100,7 @@ def test_headers_that_libtorch_does_not_have(tmp_path):
 
 def test_headers_without_libtorch_say_fetch():
     f = one("fatal error: 'torch/torch.h' file not found", MachineFacts())
-    assert f.fix.startswith("doctor fetch-libtorch")
+    assert f.fix.startswith('eval "$(doctor fetch-libtorch --emit setenv)"')
 
 
 def test_link_names_the_lib_dir_and_flags_cuda_libs_a_cpu_build_lacks(tmp_path):

@@ -473,6 +473,28 @@ def test_emit_after_install(server, tmp_path):
     assert str(tmp_path / "dest") in r.stdout and "LD_LIBRARY_PATH" in r.stdout
 
 
+def test_the_fetch_fix_sets_the_shell_up_for_the_tree_it_installs(server, tmp_path):
+    """A LIBTORCH at a broken tree: the check's fix, pasted into bash (pointed at the test's
+    mirror), leaves LIBTORCH at the tree it installed. `fetch-libtorch && eval "$(doctor emit
+    setenv)"` set the shell up for the active tree again: the broken one LIBTORCH still named."""
+    from testsupport.support import make_tree
+
+    from doctor.fixes import FETCH
+
+    serve(server, tmp_path)
+    broken = make_tree(tmp_path / "broken", "2.13.0", "cpu")  # its libc10.so is an empty file
+    home = tmp_path / "cache"
+    env = doctor_env(LIBTORCH=str(broken), LIBTORCH_HOME=str(home), HOME=str(tmp_path))
+    report = json.loads(run_doctor("check", "--json", cwd=tmp_path, env=env).stdout)
+    fix = next(f["fix"] for f in report["findings"] if f["id"] == "libtorch.path-invalid")
+    assert fix.endswith(FETCH), fix
+    pasted = FETCH.replace("doctor fetch-libtorch", f"{sys.executable} -m doctor fetch-libtorch --mirror {server.base} "
+                           "--allow-http --no-lock --variant cpu")
+    shell = subprocess.run(["bash", "-c", f'{pasted}; printf %s "$LIBTORCH"'], capture_output=True, text=True,
+                           cwd=tmp_path, env=env, timeout=120)
+    assert shell.stdout == str(home / "2.13.0/linux-x86_64/cpu"), shell.stderr
+
+
 def test_default_destination_is_hasktorch_cache_layout(server, tmp_path):
     serve(server, tmp_path)
     home = tmp_path / "home"
