@@ -259,8 +259,10 @@ class Host:
     def write_atomic(self, path: str | os.PathLike[str], data: bytes | str, *, mode: int = 0o644,
                      follow: bool = False, doing: str = "write", instead: str = "") -> None:
         """Replace the file at `path` with `data` in one step (temp file beside it, fsync,
-        rename); parents are created. `follow`: a symlink there is followed (a path the user
-        named), else it is replaced, never written through."""
+        rename); parents are created. `follow`: a symlink there is followed and a named pipe or
+        character device written through (a path the user named, as `>` treats it), else a
+        symlink is replaced, never written through. A pipe, device or socket is never replaced
+        (doctor/writes.py `atomic_write`)."""
         from doctor import writes
 
         real = self.real(path)

@@ -6,6 +6,14 @@ translation of an OSError into a DoctorError whose message says what failed wher
 hint names the path and what to do. Every writer of the doctor comes through here: emitted
 files (`emit -o`), appends to $GITHUB_ENV / $GITHUB_PATH / $GITHUB_STEP_SUMMARY, the fetch lock
 file, the install record and marker, the crash report, the build probe's source.
+
+What each does with something that is not a regular file at its name (a named pipe, a device, a
+socket): `atomic_write` with `follow` (a path the user named: `emit -o`, `bench --plot`) writes
+through a named pipe or character device as the shell's `>` does (`-o /dev/stdout`, `-o >(…)`,
+`-o /dev/null`) and refuses a block device or socket; without `follow` (the lock file, the
+download's resume note) it refuses all four; `append` refuses all four; `create_new` never opens
+an existing name. Nothing of the four is ever replaced: as root, a rename over /dev/null would
+delete the system's device.
 """
 
 from __future__ import annotations
@@ -38,6 +46,8 @@ _WHY = {
     errno.ELOOP: "{where} is a symlink loop, or a symlink where a real file or folder was expected",
     errno.EISDIR: "{where} is a directory",
     errno.ENOENT: "a folder on the way to {where} does not exist",
+    errno.EPIPE: "the program reading {where} closed it before everything was written",
+    errno.ENXIO: "{where} is a named pipe no program is reading, or a device that is not there",
 }
 # ... where the doing is a read
 _READ_WHY = {
@@ -57,10 +67,34 @@ def os_error(exc: OSError, doing: str, where: str | os.PathLike[str] | None = No
     reading = doing.startswith("read")
     hint = (reading and _READ_WHY.get(exc.errno or 0)) or _WHY.get(exc.errno or 0, "check {where}")
     hint = hint.format(where=shown)
+    if isinstance(exc, SpecialFileError) and not exc.through:
+        hint = f"{shown} is {exc.kind}, which the doctor neither replaces nor writes into"
+    elif isinstance(exc, SpecialFileError) and exc.errno == errno.ENOSPC:  # not a disk: /dev/full
+        hint = f"{shown} is {exc.kind} that takes no more data"
     if instead and not reading:
         hint = f"{hint}; {instead}"
     place = f" {where}" if where is not None else ""
-    return DoctorError(f"cannot {doing}{place}: {why}", hint, error_id=f"io.{_errno_name(exc)}")
+    error_id = "io.not-a-file" if isinstance(exc, SpecialFileError) and not exc.through else f"io.{_errno_name(exc)}"
+    return DoctorError(f"cannot {doing}{place}: {why}", hint, error_id=error_id)
+
+
+class SpecialFileError(OSError):
+    """A named pipe, device or socket (`kind`, "a block device") where a regular file is written:
+    refused before anything is opened, or, `through`, written through and failed (the errno is
+    the write's: EPIPE, ENOSPC from /dev/full)."""
+
+    def __init__(self, err: int, why: str, path: str | os.PathLike[str], kind: str, through: bool = False) -> None:
+        super().__init__(err, why, str(path))
+        self.kind, self.through = kind, through
+
+
+def special_kind(mode: int) -> str | None:
+    """What a file of `mode` is, when it is none of a regular file, a directory, a symlink."""
+    for test, kind in ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return None
 
 
 def _errno_name(exc: OSError) -> str:
@@ -89,18 +123,28 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, follow: bool = Fals
     A reader sees the old file or the new one, never half; a crash leaves at most a stray
     `.name.*.tmp`. The final name is replaced, never written through: a symlink there is
     replaced by the file unless `follow` (a path the user named, as `> file` follows it), when
-    the file it points to is replaced instead. A directory there is an error (EISDIR)."""
+    the file it points to is replaced instead. A directory there is an error (EISDIR).
+
+    Never replaced either: a named pipe, device or socket. With `follow` a named pipe or a
+    character device is written through, as `> /dev/stdout` or `> >(cmd)` is (waiting, like the
+    shell, for a reader of the pipe); anything else of the four is a SpecialFileError."""
     path = Path(path)
     if follow:
+        # stat, not realpath first: /dev/stdout and a `>(…)` name (/dev/fd/63) are links to
+        # "pipe:[…]", which names nothing once resolved as text.
+        st = _stat(path, os.stat)
+        if st is not None and (stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)):
+            _write_through(path, data, special_kind(st.st_mode) or "")
+            return
         path = Path(os.path.realpath(path))
-    if os.path.isdir(path) and not os.path.islink(path):
+    st = _stat(path, os.lstat)
+    if st is not None and stat.S_ISDIR(st.st_mode):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-    try:  # a file being replaced keeps its permissions (a setenv.sh made 0600 stays private)
-        st = os.lstat(path)
-        if stat.S_ISREG(st.st_mode):
-            mode = stat.S_IMODE(st.st_mode)
-    except OSError:
-        pass
+    kind = special_kind(st.st_mode) if st is not None else None
+    if kind:
+        raise SpecialFileError(errno.EINVAL, f"it is {kind}, not a regular file", path, kind)
+    if st is not None and stat.S_ISREG(st.st_mode):  # keeps its permissions (a setenv.sh made 0600 stays private)
+        mode = stat.S_IMODE(st.st_mode)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         try:
@@ -118,6 +162,30 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, follow: bool = Fals
             pass
         raise
     _fsync_dir(path.parent)
+
+
+def _stat(path: Path, how) -> os.stat_result | None:
+    try:
+        return how(path)
+    except OSError:  # missing, or a parent that cannot be searched: the write says which
+        return None
+
+
+def _write_through(path: Path, data: bytes, kind: str) -> None:
+    """Write `data` into the named pipe or character device `path`, opened as the shell's `>`
+    opens it, following links, but without O_CREAT (one removed meanwhile is not recreated as a
+    regular file). A write that fails keeps its errno, with the kind for the hint."""
+    fd = os.open(path, os.O_WRONLY | CLOEXEC | BINARY)
+    try:
+        now = os.fstat(fd).st_mode
+        if not (stat.S_ISFIFO(now) or stat.S_ISCHR(now)):  # swapped since the lstat: leave what is there now
+            raise OSError(errno.EAGAIN, "it was replaced while being opened", str(path))
+        try:
+            _write_all(fd, data)
+        except OSError as exc:
+            raise SpecialFileError(exc.errno or errno.EIO, exc.strerror or str(exc), path, kind, through=True) from None
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -160,8 +228,9 @@ def append(path: Path, data: bytes) -> None:
     # as the runner's own shells do.
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NONBLOCK | CLOEXEC, 0o644)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        kind = special_kind(os.fstat(fd).st_mode)
+        if kind:
+            raise SpecialFileError(errno.EINVAL, f"it is {kind}, not a regular file", path, kind)
         _write_all(fd, data)
     finally:
         os.close(fd)
@@ -212,13 +281,6 @@ def rmtree(path: str | os.PathLike[str]) -> None:
                 stack.append((child.path, False))
             else:
                 _quiet(os.unlink, child.path)
-
-
-def _quiet(fn, *args) -> None:
-    try:
-        fn(*args)
-    except OSError:
-        pass
 
 
 def _quiet(fn, *args) -> None:

@@ -10,6 +10,8 @@ import stat
 
 import pytest
 
+from testsupport.support import FULL_DEVICE, make_device
+
 from doctor.errors import DoctorError
 from doctor.host import Host
 
@@ -68,6 +70,75 @@ def test_a_nul_byte_in_a_path_is_an_error(tmp_path):
     assert err.value.id == "io.bad-path"
 
 
+def _same_node(path, before: os.stat_result) -> bool:
+    after = os.lstat(path)
+    return (after.st_ino, after.st_mode, after.st_rdev) == (before.st_ino, before.st_mode, before.st_rdev)
+
+
+def test_write_atomic_follow_writes_through_a_character_device_and_keeps_it(tmp_path):
+    """`emit -o /dev/null` as root: the device is written into, as `> /dev/null` does; a
+    rename over it would have deleted the system's device."""
+    node = make_device(tmp_path / "null", "char")
+    before = os.lstat(node)
+    (tmp_path / "to-null").symlink_to(node)
+    host = Host.for_test(tmp_path)
+    host.write_atomic("/null", "export A=1\n", follow=True)
+    host.write_atomic("/to-null", "export A=1\n", follow=True)  # a link to one, as /dev/stdout is
+    assert _same_node(node, before) and (tmp_path / "to-null").is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["null", "to-null"]  # no temp left
+
+
+def test_write_atomic_follow_writes_through_a_fifo_and_keeps_it(tmp_path):
+    fifo = make_device(tmp_path / "fifo", "fifo")
+    before = os.lstat(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader already there: the writer need not wait
+    try:
+        Host.for_test(tmp_path).write_atomic("/fifo", b"export A='1'\n" * 1000, follow=True)
+        got = b""
+        while chunk := os.read(reader, 65536):
+            got += chunk
+    finally:
+        os.close(reader)
+    assert got == b"export A='1'\n" * 1000
+    assert _same_node(fifo, before)
+
+
+def test_a_full_device_is_an_error_with_a_hint_and_is_kept(tmp_path):
+    node = make_device(tmp_path / "full", "char", FULL_DEVICE)
+    before = os.lstat(node)
+    with pytest.raises(DoctorError) as err:
+        Host.for_test(tmp_path).write_atomic("/full", "x", follow=True, instead="give -o a file")
+    assert err.value.message == "cannot write /full: No space left on device"
+    assert err.value.hint == "/full is a character device that takes no more data; give -o a file"
+    assert err.value.id == "io.enospc"
+    assert _same_node(node, before)
+
+
+@pytest.mark.parametrize("kind", ["block", "socket"])
+def test_write_atomic_follow_refuses_a_block_device_or_socket_and_keeps_it(tmp_path, kind):
+    node = make_device(tmp_path / "node", kind, (7, 250))  # never opened: refused on its stat
+    before = os.lstat(node)
+    with pytest.raises(DoctorError) as err:
+        Host.for_test(tmp_path).write_atomic("/node", "x", follow=True, instead="give -o a file")
+    what = {"block": "a block device", "socket": "a socket"}[kind]
+    assert err.value.message == f"cannot write /node: it is {what}, not a regular file"
+    assert err.value.hint == f"/node is {what}, which the doctor neither replaces nor writes into; give -o a file"
+    assert err.value.id == "io.not-a-file"
+    assert _same_node(node, before)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "char", "block", "socket"])
+def test_write_atomic_without_follow_refuses_every_special_file(tmp_path, kind):
+    """The lock file and the download's resume note (no `follow`) are regular files or nothing:
+    a pipe or device planted at their name is neither replaced nor written into."""
+    node = make_device(tmp_path / "libtorch.lock", kind, (7, 250) if kind == "block" else (1, 3))
+    before = os.lstat(node)
+    with pytest.raises(DoctorError) as err:
+        Host.for_test(tmp_path).write_atomic("/libtorch.lock", "{}\n")  # would block on a FIFO if opened
+    assert err.value.id == "io.not-a-file" and "not a regular file" in err.value.message
+    assert _same_node(node, before)
+
+
 def test_append_adds_and_creates(tmp_path):
     host = Host.for_test(tmp_path)
     (tmp_path / "runner").mkdir()
@@ -83,7 +154,7 @@ def test_append_refuses_a_fifo_instead_of_blocking(tmp_path):
     try:
         with pytest.raises(DoctorError) as err:
             Host.for_test(tmp_path).append("/fifo", "A=1\n", doing="append to $GITHUB_ENV")
-        assert err.value.message.startswith("cannot append to $GITHUB_ENV /fifo")
+        assert err.value.message == "cannot append to $GITHUB_ENV /fifo: it is a named pipe (FIFO), not a regular file"
         assert os.read(reader, 100) == b""  # nothing was written into it
     finally:
         os.close(reader)

@@ -17,7 +17,8 @@ from doctor.commands._say import say
               help="The libtorch tree (the folder holding lib/ and include/). Default: the one a build "
               "would use, as `doctor check` reports it.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write to FILE instead of stdout.")
+              help="Write to FILE instead of stdout (replaced in one step; a named pipe or character "
+              "device, such as /dev/stdout, is written through as `>` does).")
 @click.option("--shell", type=click.Choice(SHELLS), default=None,
               help="For setenv: the shell that will read it. Default: from $SHELL.")
 @click.option("--nixpkgs-libtorch", is_flag=True,

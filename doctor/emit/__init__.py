@@ -148,7 +148,8 @@ def _encode(text: str, fmt: str, shell: str | None) -> bytes:
 def write_output(host: Host, output: Path, data: bytes) -> None:
     """Write `data` to `output` (-o), byte-exact and atomic (a shell sourcing it meanwhile
     sees the old file or the new one); a file-system error is a message, not a crash. A
-    symlink at `output` is followed, as `> file` would."""
+    symlink at `output` is followed, and a named pipe or character device (/dev/stdout, `>(…)`)
+    written through, as `> file` would; a block device or socket is refused."""
     # Bytes, not text: cmd files carry \r\n, which text mode would double on Windows.
     host.write_atomic(output, data, follow=True, doing="write",
                       instead="give -o a file in a folder you can write, or leave -o out to print to stdout")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from testsupport.support import REPO, make_tree
+from testsupport.support import FULL_DEVICE, REPO, make_device, make_tree
 
 from doctor.errors import DoctorError
 from doctor.quoting import github_env_block, github_path_line
@@ -108,3 +108,60 @@ def test_unwritable_output_file_is_exit_1_with_a_hint(tmp_path, where):
     assert got.returncode == 1, (got.returncode, got.stderr)
     assert got.stderr.startswith("error: cannot write ") and "\nhint: " in got.stderr
     assert "Traceback" not in got.stderr and got.stdout == ""
+
+
+def test_output_into_a_pipe_or_device_is_written_through_as_the_shell_does(tmp_path):
+    """`-o /dev/null`, `-o myfifo`, `-o >(cmd)` and `-o /dev/stdout` get the bytes stdout would
+    get, and stay what they were: replacing one with a regular file (as root: /dev/null itself)
+    was the bug."""
+    root = make_tree(tmp_path / "libtorch", "2.13.0", "cpu", abi_line="1")
+    args = ("emit", "setenv", "--shell", "sh", "--libtorch", str(root))
+    expected = run_doctor(tmp_path, *args).stdout.encode()
+    assert b"\nexport LIBTORCH=" in expected
+
+    null = make_device(tmp_path / "null", "char")
+    fifo = make_device(tmp_path / "fifo", "fifo")
+    before = {p: os.lstat(p) for p in (null, fifo)}
+    got = run_doctor(tmp_path, *args, "-o", str(null))
+    assert got.returncode == 0 and got.stderr == f"wrote {null}\n", got.stderr
+
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # there before the writer: it need not wait
+    try:
+        got = run_doctor(tmp_path, *args, "-o", str(fifo))
+        data = b""
+        while chunk := os.read(reader, 65536):
+            data += chunk
+    finally:
+        os.close(reader)
+    assert got.returncode == 0 and data == expected, got.stderr
+    for path, st in before.items():
+        now = os.lstat(path)
+        assert (now.st_ino, now.st_mode, now.st_rdev) == (st.st_ino, st.st_mode, st.st_rdev), path
+
+    # /dev/fd/63 and /dev/stdout are links to "pipe:[…]": written through, not resolved as text
+    out = tmp_path / "substituted"
+    script = '"$0" -m doctor "$@" -o >(cat > "$OUT"); status=$?; wait $!; exit $status'
+    got = subprocess.run(["bash", "-c", script, sys.executable, *args], capture_output=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(REPO), "HOME": str(tmp_path / "home"), "OUT": str(out)})
+    assert got.returncode == 0 and out.read_bytes() == expected, got.stderr
+    got = subprocess.run([sys.executable, "-m", "doctor", *args, "-o", "/dev/stdout"], capture_output=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(REPO), "HOME": str(tmp_path / "home")})
+    assert got.returncode == 0 and got.stdout == expected, got.stderr
+
+
+@pytest.mark.parametrize("kind", ["full device", "block device", "socket"])
+def test_output_into_a_device_that_refuses_is_exit_1_and_keeps_it(tmp_path, kind):
+    root = make_tree(tmp_path / "libtorch", "2.13.0", "cpu", abi_line="1")
+    node = {"full device": lambda p: make_device(p, "char", FULL_DEVICE),
+            "block device": lambda p: make_device(p, "block", (7, 250)),
+            "socket": lambda p: make_device(p, "socket")}[kind](tmp_path / "out")
+    before = os.lstat(node)
+    got = run_doctor(tmp_path, "emit", "setenv", "--shell", "sh", "--libtorch", str(root), "-o", str(node))
+    assert got.returncode == 1, (got.returncode, got.stderr)
+    error, hint = got.stderr.splitlines()
+    assert error == {"full device": f"error: cannot write {node}: No space left on device",
+                     "block device": f"error: cannot write {node}: it is a block device, not a regular file",
+                     "socket": f"error: cannot write {node}: it is a socket, not a regular file"}[kind]
+    assert hint.startswith(f"hint: {node} is a ") and hint.endswith("or leave -o out to print to stdout")
+    now = os.lstat(node)
+    assert (now.st_ino, now.st_mode, now.st_rdev) == (before.st_ino, before.st_mode, before.st_rdev)

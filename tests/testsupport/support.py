@@ -167,3 +167,34 @@ def world_tmp_dir(prefix: str) -> Path:
     top = Path(tempfile.mkdtemp(prefix=prefix))
     top.chmod(0o755)
     return top
+
+
+# (major, minor) of Linux's memory devices: mknod'ed inside a test's own folder, so the system's
+# /dev/null and /dev/full are never touched, even by a writer that would replace them.
+NULL_DEVICE, FULL_DEVICE = (1, 3), (1, 7)
+
+
+def make_device(path: Path, kind: str, numbers: tuple[int, int] = NULL_DEVICE) -> Path:
+    """A real special file at `path`: "char" or "block" (mknod), "fifo" (mkfifo), "socket"
+    (bound, then its socket closed: the name stays). Skips the test where this user may not
+    make device nodes (not root), or where the file system will not open them (nodev)."""
+    import socket
+    import stat
+
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(str(path))
+    else:
+        flag = stat.S_IFCHR if kind == "char" else stat.S_IFBLK
+        try:
+            os.mknod(path, 0o666 | flag, os.makedev(*numbers))
+        except PermissionError:
+            pytest.skip("making a device node needs root (CAP_MKNOD)")
+        if kind == "char":
+            try:
+                os.close(os.open(path, os.O_WRONLY))
+            except PermissionError:
+                pytest.skip(f"{path.parent} is on a file system mounted nodev")
+    return path
