@@ -12,7 +12,7 @@ from doctor.catalog.releases import ABI_DEFINE, PRE_CXX11_LAST, has_pre_cxx11
 from doctor.catalog.toolkit import compilers_for as _compilers_for
 from doctor.catalog.toolkit import nvcc_releases
 from doctor.formats import clip
-from doctor.quoting import sh_paste, sh_prepend
+from doctor.quoting import rpath_problem, rpath_words, sh_paste, sh_prepend
 
 SETENV = 'eval "$(doctor emit setenv)"'
 # --emit sets up the shell for the tree just installed: `fetch && emit setenv` set it up for the
@@ -64,8 +64,13 @@ def loader_path(lib_dir: str, system: str = "Linux") -> str:
     return prepend_path(loader_variable(system), [lib_dir], system)
 
 
-def rpath_flag(lib_dir: str) -> str:
-    return sh_paste("-Wl,-rpath," + lib_dir)
+def rpath_flag(lib_dir: str, system: str = "Linux") -> str:
+    """The link flag that gives a program the rpath `lib_dir`, to paste (quoting.rpath_words: one
+    word the compiler driver cannot split at a comma); for a path no rpath can hold, what to do."""
+    problem = rpath_problem(lib_dir, system)
+    if problem:
+        return f"an rpath once {sh_paste(lib_dir)} is moved to a path without {problem[0]} ({problem[1]})"
+    return " ".join(sh_paste(word) for word in rpath_words(lib_dir, system))
 
 
 def run_time_path(lib_dir: str, system: str = "Linux", variable: str | None = None) -> str:

@@ -155,6 +155,43 @@ def list_element(element: str, variable: str, sep: str) -> str:
     return element
 
 
+# -- the rpath: words for the compiler driver (gcc, clang; rustc's link-arg and GHC's -optl pass them on) --
+
+# ld.so replaces these in RUNPATH (dl-load.c `is_dst`: the bare name ends at a character that
+# cannot continue an identifier), and reads RUNPATH as a ':'-list; it has no escape for either.
+_LOADER_DST = re.compile(r"\$(?:(?:ORIGIN|LIB|PLATFORM)(?![A-Za-z0-9_])|\{(?:ORIGIN|LIB|PLATFORM)\})")
+
+
+def rpath_problem(lib_dir: str, system: str = "Linux") -> tuple[str, str] | None:
+    """(what, why) when the loader of `system` would not read `lib_dir` back from an rpath, else
+    None. A Mach-O LC_RPATH is one path, taken as it is: nothing to refuse on macOS."""
+    if system == "Darwin":
+        return None
+    if ":" in lib_dir:
+        return "':'", "the loader splits RUNPATH at ':'"
+    if m := _LOADER_DST.search(lib_dir):
+        return repr(m.group()), f"the loader replaces {m.group()} in RUNPATH"
+    return None
+
+
+def rpath_words(lib_dir: str, system: str = "Linux") -> list[str]:
+    """The compiler-driver words that give a program the rpath `lib_dir`, each carried whole.
+
+    `-Wl,-rpath,DIR` when DIR holds no comma (the form people know); else `-Xlinker -rpath
+    -Xlinker DIR`: the driver splits a -Wl argument at every comma, so `/a,b/lib` reached ld as
+    `-rpath /a` and an input file `b/lib` ("ld: cannot find b/lib"), while -Xlinker passes one
+    word as it is. A path no RUNPATH can hold (`rpath_problem`) is refused."""
+    problem = rpath_problem(lib_dir, system)
+    if problem:
+        raise DoctorError(f"the path {_shown(lib_dir)} contains {problem[0]}, which an rpath cannot carry ({problem[1]})",
+                          f"move or link the libtorch tree to a path without {problem[0]} and pass --libtorch",
+                          error_id="emit.unrepresentable")
+    refuse_nul(lib_dir, "a linker argument")
+    if "," in lib_dir:
+        return ["-Xlinker", "-rpath", "-Xlinker", lib_dir]
+    return [f"-Wl,-rpath,{lib_dir}"]
+
+
 # -- GitHub Actions: $GITHUB_ENV and $GITHUB_OUTPUT --
 
 

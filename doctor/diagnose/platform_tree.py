@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from doctor import fixes
 from doctor.catalog.cuda import MPS_MIN_MACOS, compare_versions
 from doctor.model import Area, Evidence, Finding, Level
 from doctor.probe.platform_tree import PlatformTreeFacts
@@ -42,7 +43,7 @@ def _mac_area(p: PlatformTreeFacts) -> Area:
             detail=f"Tried: {tried}. An @rpath name resolves only through the LC_RPATHs of the image and of the "
             "images that loaded it.",
             fix=f"install_name_tool -add_rpath @loader_path {sh_quote(m.lib_dir + '/' + r.image)}   (or put the missing "
-            "library back; a program of yours: link with -Wl,-rpath," + sh_quote(m.lib_dir) + ")",
+            f"library back; a program of yours: link with {fixes.rpath_flag(m.lib_dir, 'Darwin')})",
             area="platform", evidence=[Evidence("file", f"{m.lib_dir}/{r.image}", f"LC_LOAD_DYLIB {r.name}")], subject=r.name))
     for leaf, info in m.images.items():
         rpaths = info.slices[0].rpaths
@@ -77,7 +78,7 @@ def _mac_area(p: PlatformTreeFacts) -> Area:
         findings.append(Finding("loader.library-not-found", Level.INFO,
                                 "DYLD_LIBRARY_PATH is set: SIP strips it from programs under /usr/bin (make, bash, env)",
                                 detail="A build run through make or a shell script does not see it; only rpaths in the binaries work there.",
-                                fix="link with -Wl,-rpath," + sh_quote(m.lib_dir) + " (CMake: CMAKE_INSTALL_RPATH / CMAKE_BUILD_RPATH), "
+                                fix=f"link with {fixes.rpath_flag(m.lib_dir, 'Darwin')} (CMake: CMAKE_INSTALL_RPATH / CMAKE_BUILD_RPATH), "
                                 "or install_name_tool -add_rpath " + sh_quote(m.lib_dir) + " <program>",
                                 area="platform", evidence=[Evidence("env", "DYLD_LIBRARY_PATH", ":".join(m.dyld_library_path))], subject="sip"))
     t = p.tools

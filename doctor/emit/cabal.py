@@ -4,7 +4,8 @@ What libtorch-ffi's Setup.hs (hasktorch 7395e0b) adds in its confHook, written w
 reads it instead: `extra-lib-dirs` = <lib>, `extra-include-dirs` = <include> and
 <include>/torch/csrc/api/include, and the rpath (`-Wl,-rpath,<lib>`) so the executable runs
 without LD_LIBRARY_PATH. Setup.hs passes the rpath as ld program arguments; a project file's
-`ld-options` only reaches `ld -r` steps, so the rpath goes to GHC's link as `-optl` instead.
+`ld-options` only reaches `ld -r` steps, so the rpath goes to GHC's link as `-optl` instead
+(`-optl-Xlinker -optl-rpath -optl-Xlinker -optl<lib>` when <lib> holds a comma).
 On macOS Setup.hs also adds `-optl-ld_classic` (Xcode 15's new linker mishandles GHC's objects)
 and no rpath for dynamic executables (Cabal already adds one; a second is rejected by dyld:
 "duplicate LC_RPATH").
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from doctor.emit._common import header_lines, refuse_control
 from doctor.host import Host
+from doctor.quoting import rpath_words
 
 
 def cabal_str(value: str) -> str:
@@ -30,7 +32,8 @@ def render(install, host: Host) -> str:
     if host.system == "Darwin":
         ghc_options.append("-optl-ld_classic")
     else:
-        ghc_options.append(cabal_str(f"-optl-Wl,-rpath,{lib_dir}"))
+        # one -optl a word: GHC hands each to the C compiler driver as it is (a comma in `-Wl,` splits)
+        ghc_options += [cabal_str(f"-optl{word}") for word in rpath_words(lib_dir, host.system)]
     lines = ["-- " + line for line in header_lines(install, "doctor emit cabal")]
     lines += [
         "-- Put in cabal.project.local (or append to it). Executables get an rpath to the lib dir.",

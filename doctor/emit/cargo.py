@@ -1,7 +1,8 @@
 """A `.cargo/config.toml` for tch-rs: an `[env]` table (torch-sys reads LIBTORCH*,
 LIBTORCH_CXX11_ABI) and `[build] rustflags` with the link arguments a binary needs.
 
-- rpath (`-Wl,-rpath,<lib>`): `cargo run` / `cargo test` and the built binary find libtorch
+- rpath (`-Wl,-rpath,<lib>`; `-Xlinker -rpath -Xlinker <lib>` when <lib> holds a comma, at
+  which cc would split `-Wl,`): `cargo run` / `cargo test` and the built binary find libtorch
   without LD_LIBRARY_PATH (torch-sys passes -Wl,-rpath only to its own C++ compile, which does
   not reach the final link).
 - CUDA / ROCm trees: `-Wl,--no-as-needed -ltorch_cuda` — nothing in a Rust binary references a
@@ -18,6 +19,7 @@ from __future__ import annotations
 from doctor.emit._common import header_lines, refuse_control
 from doctor.emit.variables import apply, loader_variable, variables
 from doctor.host import Host
+from doctor.quoting import rpath_words
 
 TCH_NAMES = ("LIBTORCH", "LIBTORCH_INCLUDE", "LIBTORCH_LIB", "LIBTORCH_CXX11_ABI")
 
@@ -40,7 +42,7 @@ def link_args(install, system: str) -> list[str]:
     lib = str(install.lib_dir)
     if system == "Windows":
         return []  # no rpath on Windows: PATH is the loader's search list
-    args = [f"-Wl,-rpath,{lib}"]
+    args = rpath_words(lib, system)  # one link-arg a word: rustc hands each to cc as it is
     libraries = set(getattr(install, "libraries", []) or [])
     if system == "Linux":
         gpu = [stem for stem in ("torch_cuda", "torch_hip") if f"lib{stem}.so" in libraries]

@@ -8,6 +8,7 @@ import re
 from typing import TYPE_CHECKING
 from pathlib import PureWindowsPath
 
+from doctor import fixes
 from doctor.explain import advice as base
 from doctor.explain.advice import Advice, MachineFacts
 from doctor.quoting import pwsh_quote, sh_quote
@@ -66,7 +67,7 @@ def _loader(match: Match, facts: MachineFacts) -> Advice:
     lib_dir = image.rsplit("/", 1)[0] if image else "<libtorch>/lib"
     fix = [f"give the binary an rpath to the folder that holds {base._plural(libs) or 'the library'}: "
            f"install_name_tool -add_rpath {sh_quote(lib_dir)} <program>",
-           f"or link with -Wl,-rpath,{sh_quote(lib_dir)} (CMake: CMAKE_BUILD_RPATH / CMAKE_INSTALL_RPATH)",
+           f"or link with {fixes.rpath_flag(lib_dir, 'Darwin')} (CMake: CMAKE_BUILD_RPATH / CMAKE_INSTALL_RPATH)",
            "DYLD_LIBRARY_PATH works only for programs outside /usr/bin and /bin: SIP strips it from make and shell scripts"]
     if image:
         detail.append(f"Needed by {image}.")

@@ -178,3 +178,48 @@ def test_cmake_example_app_with_only_emit_cmake(builds, wheel_root, tmp_path):
     run = subprocess.run([str(bare)], env=env, capture_output=True, text=True, timeout=60)
     assert run.returncode != 0 and "cannot open shared object file" in run.stderr
     assert "loader.library-not-found" in explain_ids(run.stderr, tmp_path)
+
+
+def tree_in_a_comma_folder(tmp_path: Path, wheel_root: Path) -> Path:
+    """A libtorch tree (the wheel's libc10.so copied, its headers linked) under a folder whose name
+    holds a comma: `-Wl,-rpath,<lib>` split there (cc splits -Wl at commas) and the link failed."""
+    root = tmp_path / "comma,dir" / "libtorch"
+    (root / "lib").mkdir(parents=True)
+    shutil.copy(wheel_root / "lib/libc10.so", root / "lib/libc10.so")
+    (root / "include").symlink_to(wheel_root / "include", target_is_directory=True)
+    return root
+
+
+def starts_alone(exe: Path, root: Path, tmp_path: Path) -> None:
+    """`exe` runs with no LD_LIBRARY_PATH and finds libc10 through its RUNPATH: the folder exactly."""
+    dynamic = subprocess.run(["readelf", "-d", str(exe)], capture_output=True, text=True, check=True).stdout
+    assert f"{root}/lib" in next(line for line in dynamic.splitlines() if "Library runpath" in line).split("[", 1)[1]
+    run = subprocess.run([str(exe)], env=clean_env(tmp_path), capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and run.stdout.strip() == "c10 device: cpu", run.stderr
+
+
+def test_cargo_crate_links_a_tree_in_a_folder_named_with_a_comma(wheel_root, tmp_path):
+    root = tree_in_a_comma_folder(tmp_path, wheel_root)
+    app = copy_app("cargo-app", tmp_path / "cargo-app")
+    (app / ".cargo").mkdir()
+    got = doctor_subprocess("emit", "cargo", "--libtorch", str(root), "-o", str(app / ".cargo/config.toml"))
+    assert got.returncode == 0, got.stderr
+    build = subprocess.run(["cargo", "build", "--offline", "-q"], cwd=app, env=rust_env(tmp_path), capture_output=True,
+                           text=True, timeout=600)
+    assert build.returncode == 0, build.stdout + build.stderr
+    starts_alone(app / "target/debug/c10name", root, tmp_path)
+
+
+def test_cabal_package_links_a_tree_in_a_folder_named_with_a_comma(wheel_root, tmp_path):
+    need("ghc")
+    need("cabal")
+    root = tree_in_a_comma_folder(tmp_path, wheel_root)
+    app = copy_app("cabal-app", tmp_path / "cabal-app")
+    got = doctor_subprocess("emit", "cabal", "--libtorch", str(root), "-o", str(app / "cabal.project.local"))
+    assert got.returncode == 0, got.stderr
+    env = cabal_env(tmp_path)
+    build = subprocess.run(["cabal", "build", "--offline"], cwd=app, env=env, capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stdout + build.stderr
+    exe = subprocess.run(["cabal", "list-bin", "--offline", "c10name"], cwd=app, env=env, capture_output=True, text=True,
+                         timeout=120).stdout.strip().splitlines()[-1]
+    starts_alone(Path(exe), root, tmp_path)

@@ -65,6 +65,36 @@ def test_cargo_config_link_args_rpath_and_cuda_no_as_needed():
     assert flags[-6:] == ["-C", "link-arg=-Wl,--no-as-needed", "-C", "link-arg=-ltorch_cuda", "-C", "link-arg=-Wl,--as-needed"]
 
 
+def test_a_comma_in_the_lib_dir_goes_to_the_linker_as_one_word():
+    """cc splits `-Wl,` at commas: cargo gets one link-arg, GHC one -optl, per -Xlinker word
+    (the real links: tests/clients/test_client_builds.py, `*_in_a_folder_named_with_a_comma`)."""
+    root = "/opt/comma,dir/libtorch"
+    flags = tomllib.loads(emit_text("cargo", install=fake_install(root), host=Host(env={})))["build"]["rustflags"]
+    assert flags == ["-L", f"native={root}/lib", "-C", "link-arg=-Xlinker", "-C", "link-arg=-rpath",
+                     "-C", "link-arg=-Xlinker", "-C", f"link-arg={root}/lib"]
+    fields = cabal_fields(emit_text("cabal", install=fake_install(root), host=Host(env={})))
+    assert fields["*"]["ghc-options"] == ["-optl-Xlinker", "-optl-rpath", "-optl-Xlinker", f"-optl{root}/lib"]
+    plain = cabal_fields(emit_text("cabal", install=fake_install(ROOT), host=Host(env={})))
+    assert plain["*"]["ghc-options"] == [f"-optl-Wl,-rpath,{ROOT}/lib"]
+
+
+@pytest.mark.parametrize("fmt", ["cabal", "cargo"])
+@pytest.mark.parametrize("odd, what", [("a:b", "':'"), ("$ORIGIN", "'$ORIGIN'"), ("x${LIB}y", "'${LIB}'"),
+                                       ("$PLATFORM.d", "'$PLATFORM'")])
+def test_a_path_the_loader_would_split_or_expand_in_an_rpath_is_refused(fmt, odd, what):
+    """RUNPATH is a ':'-list and ld.so replaces $ORIGIN, $LIB, $PLATFORM in it: no rpath reads back."""
+    with pytest.raises(DoctorError) as err:
+        emit_text(fmt, install=fake_install(f"/opt/{odd}/libtorch"), host=Host(env={}))
+    assert err.value.id == "emit.unrepresentable" and f"contains {what}" in err.value.message
+    assert "move or link the libtorch tree" in err.value.hint
+
+
+def test_a_dollar_the_loader_keeps_is_carried():
+    root = "/opt/$LIBRARY/$HOME/libtorch"  # not a name ld.so replaces
+    fields = cabal_fields(emit_text("cabal", install=fake_install(root), host=Host(env={})))
+    assert fields["*"]["ghc-options"] == [f"-optl-Wl,-rpath,{root}/lib"]
+
+
 def test_cmake_preset_is_json_with_torch_dir_and_abi():
     doc = json.loads(emit_text("cmake", install=fake_install(ROOT.replace("${x}", "")), host=Host(env={})))
     preset = doc["configurePresets"][0]

@@ -20,6 +20,7 @@ from doctor.explain import MachineFacts, find, findings, lookups
 from doctor.explain_machine import libtorch_facts
 from doctor.probe.libtorch import LibtorchInstall
 from doctor.probe.loader import LibraryView, LoaderFacts, Resolution
+from doctor.quoting import sh_paste as paste_word
 
 SHELLS = {"bash": ["bash", "--norc", "--noprofile", "-c"], "zsh": ["zsh", "-f", "-c"], "dash": ["dash", "-c"]}
 
@@ -113,3 +114,38 @@ def test_plain_paths_stay_readable_and_colon_paths_get_advice_not_a_broken_expor
     assert 'export LD_LIBRARY_PATH="/opt/libtorch/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"' in finding.fix
     finding = explain_all_present(LOGS["loader"], install_at("/opt/a:b/libtorch"))
     assert "export LD_LIBRARY_PATH" not in finding.fix and "to a path without ':'" in finding.fix
+    assert "-rpath" not in finding.fix  # RUNPATH is a ':'-list too: no flag that cannot work
+
+
+def _loader_fix(source: str, root: str) -> str:
+    if source == "explain":
+        return explain_all_present(LOGS["loader"], install_at(root)).fix
+    facts = LoaderFacts("LD_LIBRARY_PATH", [], f"{root}/lib",
+                        libraries=[LibraryView("libc10.so", Resolution("libc10.so", None, ""))])
+    (finding,) = [f for f in loader_area(facts).findings if f.id == "loader.library-not-found"]
+    return finding.fix
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source", ["check", "explain"])
+@pytest.mark.parametrize("folder", ["comma,dir", "plain"])
+def test_the_rpath_fix_links_a_program_that_starts_alone(tmp_path, wheel_root, source, folder):
+    """The flag as the fix prints it, pasted into a real gcc link against the wheel's libc10.so
+    in a folder named with a comma: gcc splits `-Wl,` at commas (ld: cannot find dir/lt/lib)."""
+    gcc = shutil.which("gcc") or pytest.fail("gcc is needed for this test")
+    root = tmp_path / folder / "lt"
+    (root / "lib").mkdir(parents=True)
+    shutil.copy(wheel_root / "lib/libc10.so", root / "lib/libc10.so")
+    (tmp_path / "t.c").write_text('#include <stdio.h>\nint main(void) { puts("started"); return 0; }\n')
+    fix = _loader_fix(source, str(root))
+    flag = fix.split("link with ", 1)[1].split(")", 1)[0].split(";", 1)[0]
+    link = f"{gcc} t.c -o t -L{paste_word(str(root / 'lib'))} -Wl,--no-as-needed -lc10 {flag}"
+    built = subprocess.run(["bash", "--norc", "--noprofile", "-c", link], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120, env={"PATH": "/usr/bin:/bin"})
+    assert built.returncode == 0, (flag, built.stderr)
+    dynamic = subprocess.run(["readelf", "-d", str(tmp_path / "t")], capture_output=True, text=True, check=True).stdout
+    assert f"Library runpath: [{root}/lib]" in dynamic, (flag, dynamic)
+    run = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin"})
+    assert run.returncode == 0 and run.stdout == "started\n", run.stderr
+    ldd = subprocess.run(["ldd", str(tmp_path / "t")], capture_output=True, text=True, timeout=30).stdout
+    assert f"libc10.so => {root}/lib/libc10.so" in ldd
