@@ -46,6 +46,12 @@ def command(fmt: str, root: Path | None, output: Path | None, shell: str | None,
     install = find_install(host, root)
     options = {"nixpkgs_libtorch": True} if nixpkgs_libtorch else {}
     text, messages = emit_to(fmt, host, install, output, shell, **options)
+    if fmt == "setenv" and shell is None:
+        from doctor.emit.setenv import default_shell, unwritten_shell
+
+        if (unknown := unwritten_shell(host)) is not None:
+            messages.append(f"note: $SHELL is {unknown[:40]}, which setenv does not write "
+                            f"for; this is {default_shell(host)} syntax (choose with --shell {'|'.join(SHELLS)})")
     click.echo(text, nl=False)
     for line in messages:
         say(line)

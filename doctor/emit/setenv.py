@@ -22,12 +22,23 @@ _ALIASES = {"dash": "sh", "ksh": "sh", "mksh": "sh", "ash": "sh", "powershell": 
 
 def default_shell(host: Host) -> str:
     """The shell named by $SHELL (basename), or a sensible one for the platform."""
-    name = os.path.basename(host.env.get("SHELL", "")).lower()
-    name = name.removesuffix(".exe") if name != "cmd.exe" else name
-    name = _ALIASES.get(name, name)
+    name = _login_shell(host)
     if name in SHELLS:
         return name
     return "pwsh" if host.system == "Windows" else "sh"
+
+
+def unwritten_shell(host: Host) -> str | None:
+    """$SHELL's name when it is a shell setenv does not write for (tcsh, csh, nu, xonsh, elvish):
+    they get sh syntax, which their `eval` rejects, so the command says so."""
+    name = _login_shell(host)
+    return name if name and name not in SHELLS else None
+
+
+def _login_shell(host: Host) -> str:
+    name = os.path.basename(host.env.get("SHELL", "")).lower()
+    name = name.removesuffix(".exe") if name != "cmd.exe" else name
+    return _ALIASES.get(name, name)
 
 
 def render(install, host: Host, shell: str | None = None) -> str:

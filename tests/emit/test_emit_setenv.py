@@ -112,6 +112,19 @@ def test_default_shell_comes_from_SHELL():
     assert default_shell(Host(env={}, system="Windows")) == "pwsh"
 
 
+@pytest.mark.parametrize("login", ["/bin/tcsh", "/usr/bin/nu", "/usr/bin/xonsh"])
+def test_a_shell_setenv_does_not_write_for_gets_sh_and_a_note(tmp_path, login):
+    """tcsh's eval rejects `export`: the user is told which syntax this is and how to choose; a
+    known shell gets no note."""
+    got = doctor_subprocess("emit", "setenv", "--libtorch", str(make_tree(tmp_path / "lt")), env={"SHELL": login})
+    assert got.returncode == 0 and got.stdout.startswith("# shellcheck shell=sh"), got.stderr
+    name = login.rsplit("/", 1)[1]
+    assert got.stderr == (f"note: $SHELL is {name}, which setenv does not write for; this is sh syntax "
+                          "(choose with --shell sh|bash|zsh|fish|pwsh|cmd|dotenv)\n")
+    quiet = doctor_subprocess("emit", "setenv", "--libtorch", str(tmp_path / "lt"), env={"SHELL": "/bin/bash"})
+    assert quiet.returncode == 0 and quiet.stderr == ""
+
+
 # -- PowerShell: a reader for exactly the statements we emit, following PowerShell's quoting --
 
 PS_SQ = r"'((?:[^'\u2018\u2019\u201a\u201b]|['\u2018\u2019\u201a\u201b]{2})*)'"
