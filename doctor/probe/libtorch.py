@@ -49,7 +49,8 @@ libtorch_home = hasktorch_cache.libtorch_home
 # The order a build looks in, with the reason shown to the user.
 PRECEDENCE = [
     ("LIBTORCH", "LIBTORCH is set: tch-rs, the doctor's setenv and most scripts use it first"),
-    ("LIBTORCH_INCLUDE/LIBTORCH_LIB", "LIBTORCH_INCLUDE / LIBTORCH_LIB are set: tch-rs uses them"),
+    ("LIBTORCH_INCLUDE/LIBTORCH_LIB", "LIBTORCH_INCLUDE / LIBTORCH_LIB are set: tch-rs takes its include and lib dirs "
+     "from them (it still needs LIBTORCH, LIBTORCH_USE_PYTORCH or a /usr install to start)"),
     ("Torch_DIR", "Torch_DIR is set: CMake's find_package(Torch) uses it first"),
     ("CMAKE_PREFIX_PATH", "CMAKE_PREFIX_PATH names it: CMake's find_package(Torch) searches there"),
     ("LIBTORCH_HOME", "Hasktorch's libtorch cache (LIBTORCH_HOME, default ~/.cache/libtorch)"),
