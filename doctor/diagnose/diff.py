@@ -59,7 +59,7 @@ def _get(data: Any, *keys: Any) -> Any:
     for key in keys:
         if isinstance(data, dict):
             data = data.get(key)
-        elif isinstance(data, list) and isinstance(key, int) and -len(data) <= key < len(data):
+        elif isinstance(data, list) and type(key) is int and 0 <= key < len(data):  # not -1, not True
             data = data[key]
         else:
             return None
@@ -214,10 +214,25 @@ def compare(a: Input, b: Input) -> Report:
 
 
 def _collect(report: Input) -> dict[tuple[str, str], Fact]:
+    facts = report.data.get("facts")
+    shape = "not in the shape `doctor check --json` writes"
+    if not isinstance(facts, dict):
+        raise UsageError(f"{report.name}: its facts are {_kind(facts)}, {shape}")
+    for key in SECTIONS:  # hand-edited or from another tool: name the part, not a Python error
+        if (value := facts.get(key)) is not None and not isinstance(value, dict):
+            raise UsageError(f"{report.name}: facts.{key} is {_kind(value)}, {shape}")
     try:
-        return collect(report.data["facts"])
-    except (AttributeError, TypeError, ValueError) as exc:  # hand-edited or truncated: say which file
-        raise UsageError(f"{report.name}: the facts are not in the shape `doctor check --json` writes ({exc})") from None
+        return collect(facts)
+    except (AttributeError, TypeError, ValueError):
+        raise UsageError(f"{report.name}: a value inside its facts is of another kind than {shape}") from None
+
+
+SECTIONS = ("libtorch", "python_torch", "gpu", "toolchain", "loader", "system", "env")  # the ones compared
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "true or false", type(None): "null"}.get(
+        type(value), "a number")
 
 
 def _summary(findings: list[Finding], same: list[str]) -> str:

@@ -189,4 +189,18 @@ def test_facts_of_the_wrong_shape_exit_2(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(report(libtorch=["not", "a", "table"])))
     result = run_doctor(["diff", str(good), str(bad)], cwd=tmp_path, env=doctor_env(tmp_path))
-    assert result.returncode == 2 and f"{bad}: the facts are not in the shape" in result.stderr
+    assert result.returncode == 2, result.stderr
+    # the part named, no Python error text ("'list' object has no attribute 'get'")
+    assert result.stderr.startswith(f"error: {bad}: facts.libtorch is a list, not in the shape `doctor check --json` writes\n")
+
+
+def test_an_active_index_that_names_no_candidate_is_no_active_libtorch(tmp_path):
+    """-1 and true are not candidate indexes (Python took -1 as the last one, true as 1)."""
+    tree = {"version": "2.13.0", "variant": "cpu", "abi": "cxx11"}
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(report(libtorch={"candidates": [tree, {**tree, "version": "2.9.0"}], "active": 0})))
+    for active in (-1, True):
+        odd = tmp_path / "odd.json"
+        odd.write_text(json.dumps(report(libtorch={"candidates": [tree, {**tree, "version": "2.9.0"}], "active": active})))
+        data = json.loads(run_doctor(["diff", str(good), str(odd), "--json"], cwd=tmp_path, env=doctor_env(tmp_path)).stdout)
+        assert ("libtorch version", "2.13.0", "none") in {(d["fact"], d["a"], d["b"]) for d in data["facts"]["differences"]}
