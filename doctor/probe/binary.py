@@ -15,7 +15,7 @@ from pathlib import PurePath
 from doctor.errors import reraise_out_of_resources
 from doctor.host import Host
 from doctor.model import Evidence
-from doctor.probe.elf import CXX11_STRING, OLD_STRING, TORCH_NAMESPACES, abi_from_counts, read_elf
+from doctor.probe.elf import CXX11_STRING, OLD_STRING, TORCH_NAMESPACES, ElfProblem, abi_from_counts, read_elf
 from doctor.probe.loader import Resolution, resolve_needed
 from doctor.record import record
 
@@ -87,7 +87,8 @@ def inspect_binary(host: Host, path: str, ld_cache: dict[str, list[str]]) -> Bin
         undefined, _own, _ = read_symbols(str(host.real(path)))
     except Exception as exc:  # not an ELF file, truncated, hostile
         reraise_out_of_resources(exc)
-        facts.error = f"not a readable ELF file: {type(exc).__name__}: {exc}"[:300]
+        said = str(exc) if isinstance(exc, (ElfProblem, OSError)) else f"{type(exc).__name__}: {exc}"  # ours say it in words
+        facts.error = f"not a readable ELF file: {said}"[:300]
         return facts
     facts.readable = True
     facts.machine = elf.machine

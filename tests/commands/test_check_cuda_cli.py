@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 
@@ -35,4 +36,15 @@ def test_binary_in_json_with_evidence(tmp_path, abi_libs):
 def test_binary_missing_is_a_usage_error(tmp_path):
     run = doctor_subprocess("check", "--binary", str(tmp_path / "nope"))
     assert run.returncode == 2
-    assert run.stderr.splitlines()[0].startswith("error: --binary") and run.stderr.splitlines()[1].startswith("hint:")
+    assert run.stderr.splitlines()[0] == f"error: --binary {tmp_path / 'nope'}: no such file"
+    assert run.stderr.splitlines()[1].startswith("hint:")
+    # what is there instead is named ("no such file" before), the path shown as it is, not as a Python repr
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "loop").symlink_to("loop")
+    for name, said in (("pipe", "is a named pipe"), ("loop", "is a symbolic link loop"), (".", "is a directory")):
+        run = doctor_subprocess("check", "--binary", str(tmp_path / name))
+        assert run.returncode == 2 and run.stderr.splitlines()[0] == f"error: --binary {tmp_path / name}: {said}"
+    (tmp_path / "empty.so").write_bytes(b"")
+    run = doctor_subprocess("check", "--json", "--binary", str(tmp_path / "empty.so"))
+    (finding,) = [f for f in json.loads(run.stdout)["findings"] if f["id"] == "binary.unreadable"]
+    assert finding["title"].endswith("not a readable ELF file: empty file (0 bytes)")  # no "ElfProblem:"
