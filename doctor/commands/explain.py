@@ -8,6 +8,17 @@ from doctor.commands._output import print_report, report_options
 from doctor.commands._say import say
 
 READ_LIMIT = 1 << 30  # a log bigger than 1 GiB is read up to here
+MAX_TIMEOUT = 7 * 24 * 3600  # a week: longer than any build, and within what the clock and waits take
+
+
+class _Seconds(click.FloatRange):
+    """A FloatRange that also refuses nan: every comparison with nan is false, so a range lets it through."""
+
+    def convert(self, value, param, ctx):
+        seconds = super().convert(value, param, ctx)
+        if seconds != seconds:
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        return seconds
 
 
 @click.command("explain", context_settings={"ignore_unknown_options": True})
@@ -15,8 +26,9 @@ READ_LIMIT = 1 << 30  # a log bigger than 1 GiB is read up to here
 @click.option("--from-command", "from_command", is_flag=True,
               help="Run the command given after `--`, keep its output, and explain it if it fails "
               "(a command that succeeds passes its output and exit code through).")
-@click.option("--timeout", type=click.FloatRange(min=1), default=3600, show_default=True,
-              help="Seconds --from-command lets the command run.")
+@click.option("--timeout", type=_Seconds(1, MAX_TIMEOUT), default=3600, show_default=True,
+              metavar="SECONDS", help=f"Seconds --from-command lets the command run (1 to {MAX_TIMEOUT}, a week); then it is killed "
+              "and the doctor exits 124.")
 @click.option("--no-facts", is_flag=True,
               help="Explain from the log alone, without looking at this machine's libtorch.")
 @report_options

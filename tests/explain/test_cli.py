@@ -121,6 +121,20 @@ def test_from_command_timeout_exits_124():
     assert "timed out" in result.stdout
 
 
+@pytest.mark.parametrize("seconds", ["1e10", "inf", "-inf", "nan", "0.5"])
+def test_a_timeout_that_is_no_time_span_is_a_usage_error(seconds):
+    # 1e10 and inf overflowed the clock (a traceback, exit 3); nan was taken ("timed out after nan s")
+    result = invoke("--from-command", "--timeout", seconds, "--", *python("pass"))
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr.startswith("error: Invalid value for '--timeout'") and "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[1].startswith("hint: ")
+
+
+def test_the_longest_timeout_is_taken():
+    result = invoke("--from-command", "--timeout", "604800", "--", *python("print('ok')"))
+    assert result.exit_code == 0 and result.stdout == "ok\n"
+
+
 def test_from_command_missing_program():
     result = doctor_subprocess("explain", "--from-command", "--", "no-such-program-xyz")
     assert result.returncode == 1 and "not found" in result.stderr
