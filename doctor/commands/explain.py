@@ -21,7 +21,16 @@ class _Seconds(click.FloatRange):
         return seconds
 
 
-@click.command("explain", context_settings={"ignore_unknown_options": True})
+class _Command(click.Command):
+    """explain keeps unknown options as arguments, for `--from-command -- CMD ARGS`; it counts the
+    words after `--` here, so that any other word starting with `-` can be refused as an option."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["explain.verbatim"] = len(args) - args.index("--") - 1 if "--" in args else 0
+        return super().parse_args(ctx, args)
+
+
+@click.command("explain", cls=_Command, context_settings={"ignore_unknown_options": True})
 @click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[LOG|-]")
 @click.option("--from-command", "from_command", is_flag=True,
               help="Run the command given after `--`, keep its output, and explain it if it fails "
@@ -43,12 +52,15 @@ def command(args: tuple[str, ...], from_command: bool, timeout: float, no_facts:
       doctor explain <(make 2>&1)
       doctor explain --from-command -- cargo build
 
+    A log whose name starts with - is given as ./-name (or after --).
+
     Exit codes: 0 no known setup problem found; 1 problems found (or the log cannot be read);
     2 usage error. With --from-command a command that succeeds passes its own exit code
     through, and a failure with no known cause keeps the command's exit code.
     """
     from doctor.host import Host
 
+    _refuse_unknown_option(click.get_current_context(), args, from_command)
     host = Host.from_system()
     if from_command:
         return _from_command(host, args, timeout, no_facts, fmt, as_json, verbose, color, strict)
@@ -67,6 +79,25 @@ def command(args: tuple[str, ...], from_command: bool, timeout: float, no_facts:
         text, source = _read(host, name), name
     report = _report(host, text, source, no_facts, strict)
     return print_report(report, fmt, as_json, verbose, color)
+
+
+def _refuse_unknown_option(ctx: click.Context, args: tuple[str, ...], from_command: bool) -> None:
+    """A word before `--` that starts with `-` (not `-` itself) and no option knows is a mistyped
+    option, not a log file named `--jsno`; with --from-command, up to the command's first word."""
+    from doctor.errors import UsageError
+    from doctor.quoting import sh_paste
+
+    for word in args[: len(args) - ctx.meta.get("explain.verbatim", 0)]:
+        if word.startswith("-") and word != "-":
+            import difflib
+
+            known = [o for p in ctx.command.get_params(ctx) for o in (*p.opts, *p.secondary_opts) if o.startswith("--")]
+            near = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.75)
+            raise UsageError(f"no such option: {word}" + (f" (did you mean {near[0]}?)" if near else ""),
+                             f"see `doctor explain --help`; a log file whose name starts with - is given as "
+                             f"{sh_paste('./' + word)}", error_id="usage.bad-option")
+        if from_command:
+            return
 
 
 def _read_stdin(stream) -> bytes:

@@ -79,6 +79,30 @@ def test_usage_and_input_errors():
     assert no_cmd.exit_code == 2 and "--from-command needs a command" in no_cmd.stderr
 
 
+@pytest.mark.parametrize("args", [["--bogus"], ["--jsno", "a.log"], ["-x"], ["--from-command", "--bogus", "--", "true"]])
+def test_an_unknown_option_is_a_usage_error_not_a_log_name(args):
+    # kept as arguments for `--from-command -- CMD ARGS`, they were read as files: "--bogus: no such file"
+    result = invoke(*args)
+    word = args[1] if args[0] == "--from-command" else args[0]
+    assert result.exit_code == 2, result.stderr
+    error, hint = result.stderr.splitlines()
+    assert error.startswith(f"error: no such option: {word}")
+    assert hint == f"hint: see `doctor explain --help`; a log file whose name starts with - is given as ./{word}"
+
+
+def test_a_mistyped_option_gets_the_option_it_resembles():
+    result = invoke("--jsno", "a.log")
+    assert result.stderr.splitlines()[0] == "error: no such option: --jsno (did you mean --json?)"
+
+
+def test_a_log_named_like_an_option_is_read_after_dashdash_or_as_dot_slash(tmp_path, monkeypatch):
+    (tmp_path / "-x.log").write_bytes(ABI_LOG.read_bytes())
+    monkeypatch.chdir(tmp_path)
+    for args in (["--", "-x.log"], ["./-x.log"]):
+        result = invoke("--no-facts", *args)
+        assert result.exit_code == 1 and "[abi.mismatch]" in result.stdout, (args, result.stderr)
+
+
 def test_exit_codes_as_a_user_sees_them(tmp_path):
     assert doctor_subprocess("explain", str(ABI_LOG)).returncode == 1
     assert doctor_subprocess("explain", str(CLEAN_LOG)).returncode == 0
