@@ -246,7 +246,9 @@ def _fit_streams() -> None:
 
     for name, mode in (("stdin", "r"), ("stdout", "w"), ("stderr", "w")):
         if getattr(sys, name) is None:  # closed by the caller (`doctor check >&-`): the exit code still answers
-            setattr(sys, name, open(os.devnull, mode, encoding="utf-8"))
+            stream = open(os.devnull, mode, encoding="utf-8")
+            stream.closed_by_caller = True  # explain refuses to read it as an empty log
+            setattr(sys, name, stream)
     for stream in (sys.stdout, sys.stderr):
         try:
             "✓✗•→…".encode(stream.encoding)

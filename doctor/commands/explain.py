@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from doctor.commands._output import print_report, report_options
@@ -70,6 +72,12 @@ def command(args: tuple[str, ...], from_command: bool, timeout: float, no_facts:
         )
     name = args[0] if args else "-"
     if name == "-":
+        if getattr(sys.stdin, "closed_by_caller", False):  # cli._fit_streams: `doctor explain - <&-`
+            from doctor.errors import DoctorError
+
+            raise DoctorError("standard input is closed: there is no log to read",
+                              hint="give a LOG file, or pipe the log in: make 2>&1 | doctor explain -",
+                              error_id="explain.no-such-log")
         stream = click.get_binary_stream("stdin")
         if not args and stream.isatty():
             raise click.UsageError("give a LOG file, - to read standard input, or --from-command -- CMD ARGS")
@@ -117,13 +125,25 @@ def _read_stdin(stream) -> bytes:
 def _read(host, path: str) -> bytes:
     from doctor.errors import DoctorError
 
+    give = "give the path to a build or run log, or - to read standard input"
+    if not path:  # the current folder to the file system, "is a directory" to the user
+        raise DoctorError("the log's name is empty", hint=give, error_id="explain.no-such-log")
     if host.is_dir(path):
         raise DoctorError(f"{path} is a directory, not a log file", hint="give the path to a build or run log", error_id="explain.not-a-log")
     text = host.read_bytes(path, limit=READ_LIMIT, pipe=True)
     if text is None:
-        if not host.exists(path):
-            raise DoctorError(f"{path}: no such file", hint="give the path to a build or run log, or - to read standard input", error_id="explain.no-such-log")
-        if not host.is_regular(path):  # a FIFO was read above: this is a device or a socket
+        from doctor.diagnose.common import NOT_A_DIRECTORY
+
+        kind = host.path_kind(path)
+        if kind in ("missing", "directory"):  # a directory: removed and made again meanwhile
+            raise DoctorError(f"{path}: no such file", hint=give, error_id="explain.no-such-log")
+        if kind in ("dangling", "loop", "too-long", "under-file"):
+            raise DoctorError(f"{path} {NOT_A_DIRECTORY[kind]}", hint=give, error_id="explain.no-such-log")
+        if kind == "denied":
+            raise DoctorError(f"{path} {NOT_A_DIRECTORY[kind]}",
+                              hint="a folder on its path is closed to this user: check its permissions",
+                              error_id="explain.unreadable-log")
+        if kind in ("device", "socket"):  # a FIFO was read above
             raise DoctorError(f"{path} is a device or a socket, not a log file",
                               hint="give the path to a build or run log, or pipe it: make 2>&1 | doctor explain -",
                               error_id="explain.not-a-log")

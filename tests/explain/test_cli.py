@@ -112,6 +112,35 @@ def test_exit_codes_as_a_user_sees_them(tmp_path):
     assert directory.returncode == 1 and "is a directory" in directory.stderr
 
 
+def _kinds(tmp_path: Path) -> dict[str, Path]:
+    (tmp_path / "a.log").write_text("x\n")
+    (tmp_path / "dangling.log").symlink_to(tmp_path / "removed.log")
+    (tmp_path / "loop.log").symlink_to(tmp_path / "loop.log")
+    return {"dangling": tmp_path / "dangling.log", "loop": tmp_path / "loop.log", "under-file": tmp_path / "a.log/x",
+            "too-long": tmp_path / ("a" * 300)}
+
+
+@pytest.mark.parametrize("kind, says", [
+    ("dangling", "is a symbolic link to a path that does not exist"),
+    ("loop", "is a symbolic link loop"),
+    ("under-file", "does not exist (a file stands where one of its parent folders should be)"),
+    ("too-long", "is too long a path for this system"),
+])
+def test_a_log_path_that_names_no_file_says_why(tmp_path, kind, says):
+    # each was "no such file"
+    path = _kinds(tmp_path)[kind]
+    result = invoke("--no-facts", str(path))
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [f"error: {path} {says}",
+                                          "hint: give the path to a build or run log, or - to read standard input"]
+
+
+def test_an_empty_log_name_is_not_the_current_folder():
+    # "error:  is a directory, not a log file"
+    result = invoke("--no-facts", "")
+    assert result.exit_code == 1 and result.stderr.splitlines()[0] == "error: the log's name is empty"
+
+
 def python(code: str) -> list[str]:
     return [sys.executable, "-c", code]
 

@@ -130,8 +130,18 @@ def test_a_closed_stdout_still_answers_with_the_exit_code(tmp_path, libtorch):
     assert proc.returncode == (1 if libtorch else 0) and proc.stderr == b"", proc.stderr.decode()
 
 
-def test_a_closed_stdin_is_an_empty_log(tmp_path):
-    proc = subprocess.run(["bash", "-c", 'exec "$0" -m doctor explain --no-facts - <&-', sys.executable],
+@pytest.mark.parametrize("args", ["-", ""])
+def test_a_closed_stdin_is_no_log_to_read(tmp_path, args):
+    # `doctor explain - <&-` was read as an empty log: "no known setup problem", exit 0
+    proc = subprocess.run(["bash", "-c", f'exec "$0" -m doctor explain --no-facts {args} <&-', sys.executable],
+                          capture_output=True, env=_env(), cwd=tmp_path, timeout=120)
+    assert proc.returncode == 1 and proc.stdout == b"", proc.stdout.decode()
+    assert proc.stderr.decode().splitlines() == ["error: standard input is closed: there is no log to read",
+                                                  "hint: give a LOG file, or pipe the log in: make 2>&1 | doctor explain -"]
+
+
+def test_an_empty_stdin_is_still_an_empty_log(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "doctor", "explain", "--no-facts", "-"], stdin=subprocess.DEVNULL,
                           capture_output=True, env=_env(), cwd=tmp_path, timeout=120)
     assert proc.returncode == 0 and b"no known setup problem" in proc.stdout, proc.stderr.decode()
 
