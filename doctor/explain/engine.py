@@ -151,11 +151,12 @@ def to_bytes(text: str | bytes) -> bytes:
 
 
 def normalise(data: bytes | str) -> bytes:
-    """The log as the patterns read it, line for line (doctor/explain/normalise.py): colour
-    codes, CR line ends, runner prefixes and typographic quotes taken off."""
-    from doctor.explain.normalise import clean
+    """The log as the patterns read it, line for line (doctor/explain/normalise.py): a log in
+    UTF-16 or UTF-32 decoded, colour codes, CR line ends, runner prefixes and typographic quotes
+    taken off."""
+    from doctor.explain.normalise import clean, utf8
 
-    return clean(to_bytes(data))
+    return clean(utf8(to_bytes(data)))
 
 
 def _match_line(probe: str, signs: Iterable[Sign]) -> list[tuple[str, dict[str, str], bool]]:

@@ -20,6 +20,10 @@ moving a line, so a finding's line numbers are the log's own:
   The hit keeps the first line's number.
 
 A cut-off line ("No such file or dire") needs nothing here: the patterns match on what is there.
+
+Before all of it, `utf8` reads a log written in a wide encoding as the UTF-8 it stands for:
+PowerShell 5.1's `make > build.log` writes UTF-16LE with a byte-order mark, and the patterns,
+which look for ASCII words, found nothing in it.
 """
 
 from __future__ import annotations
@@ -64,6 +68,67 @@ _INSIDE = re.compile(rb"(?:" + _TAIL + rb")?(?:" + _PREFIX.encode() + rb")*" + _
 _ALT_CHARS = tuple(frozenset(c) for c in (b"0123456789T:.,Z \t-", b"[rankdefault0123456789]: \t", b"#0123456789 \t.",
                                           b"#[abcdefghijklmnopqrstuvwxyz]", b"[0123456789] \t", b"cargo:warning=",
                                           b"> \t"))
+
+
+# Byte-order marks, the longer first (UTF-32LE's starts with UTF-16LE's): the codec that reads
+# the mark and drops it, the width of a character, and whether it is little-endian.
+_BOMS = ((b"\xff\xfe\x00\x00", "utf-32", 4, True), (b"\x00\x00\xfe\xff", "utf-32", 4, False),
+         (b"\xff\xfe", "utf-16", 2, True), (b"\xfe\xff", "utf-16", 2, False))
+UTF8_BOM = b"\xef\xbb\xbf"
+SNIFF = 4096  # bytes looked at for the NULs of ASCII text in a wide encoding
+_DECODE_CHUNK = 1 << 20
+
+
+def _nul_shares(head: bytes, width: int) -> list[float] | None:
+    """For each byte of a `width`-byte character, the share of NUL bytes there in `head`."""
+    end = len(head) // width * width
+    return [head[i:end:width].count(0) * width / end for i in range(width)] if end else None
+
+
+def wide_encoding(data: bytes) -> str | None:
+    """The codec of a log in UTF-16 or UTF-32, "utf-8" for UTF-8 with a byte-order mark, None for
+    any other log (read as its bytes). A wide log is told by its mark, or, without one, by ASCII's
+    NULs in the first SNIFF bytes: one lane of bytes holds the letters, the others (almost) only
+    NUL. A mark is believed only when some of those NULs follow it: a binary log may start with
+    FF FE."""
+    if data.startswith(UTF8_BOM):
+        return "utf-8"
+    for mark, codec, width, little in _BOMS:
+        if data.startswith(mark):
+            nul = _nul_shares(data[len(mark):len(mark) + SNIFF], width)
+            if nul is None or min(nul[1:] if little else nul[:-1]) > 0.25:
+                return codec
+            break
+    head = data[:SNIFF]
+    if len(head) < 8 or head.count(0) * 4 < len(head):  # most logs: no NUL at all
+        return None
+    for width, little, big in ((4, "utf-32-le", "utf-32-be"), (2, "utf-16-le", "utf-16-be")):
+        nul = _nul_shares(head, width)
+        if nul[0] < 0.05 and min(nul[1:]) > 0.7:
+            return little
+        if nul[-1] < 0.05 and min(nul[:-1]) > 0.7:
+            return big
+    return None
+
+
+def utf8(data: bytes) -> bytes:
+    """A log in UTF-16 or UTF-32 as UTF-8, line for line (a finding's line numbers are the same
+    as for the log written in UTF-8), and a UTF-8 log without its byte-order mark; any other log
+    as it is, uncopied. Decoded a chunk at a time: a 1 GiB log is not held as text too."""
+    codec = wide_encoding(data)
+    if codec is None:
+        return data
+    if codec == "utf-8":
+        return data[len(UTF8_BOM):]
+    import codecs
+    import io
+
+    decoder = codecs.getincrementaldecoder(codec)("replace")
+    out, view = io.BytesIO(), memoryview(data)
+    for at in range(0, len(data), _DECODE_CHUNK):
+        out.write(decoder.decode(view[at:at + _DECODE_CHUNK]).encode("utf-8", "replace"))
+    out.write(decoder.decode(b"", final=True).encode("utf-8", "replace"))
+    return out.getvalue()
 
 
 def clean(data: bytes) -> bytes:

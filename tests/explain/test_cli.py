@@ -141,6 +141,34 @@ def test_an_empty_log_name_is_not_the_current_folder():
     assert result.exit_code == 1 and result.stderr.splitlines()[0] == "error: the log's name is empty"
 
 
+# How Windows tools write a log: PowerShell 5.1's `>` (UTF-16LE with a mark, CR LF), Out-File
+# -Encoding BigEndianUnicode / UTF32 / UTF8 (with a mark), and wide text without one.
+WIDE = {
+    "utf-16le-bom-crlf": lambda t: t.replace("\n", "\r\n").encode("utf-16"),
+    "utf-16le": lambda t: t.encode("utf-16-le"),
+    "utf-16be-bom": lambda t: b"\xfe\xff" + t.encode("utf-16-be"),
+    "utf-16be": lambda t: t.encode("utf-16-be"),
+    "utf-32le-bom": lambda t: t.encode("utf-32"),
+    "utf-32be": lambda t: t.encode("utf-32-be"),
+    "utf-8-bom": lambda t: t.encode("utf-8-sig"),
+}
+
+
+@pytest.mark.parametrize("log", ["abi.mismatch--local-gxx-abi0.log", "windows.vc-runtime-missing--meshlab-610.log",
+                                 "link.library-missing--local-gxx-no-libdir.log"])
+@pytest.mark.parametrize("encoding", sorted(WIDE))
+def test_a_log_in_a_wide_encoding_is_explained_as_in_utf8(tmp_path, log, encoding):
+    # read as bytes, such a log was "no known setup problem", exit 0
+    plain = invoke("--no-facts", "--json", str(LOGS / log))
+    (tmp_path / log).write_bytes(WIDE[encoding]((LOGS / log).read_text(encoding="utf-8")))
+    wide = invoke("--no-facts", "--json", str(tmp_path / log))
+    assert plain.exit_code == wide.exit_code == 1
+    expected = json.loads(plain.stdout.replace(str(LOGS / log), "LOG"))
+    got = json.loads(wide.stdout.replace(str(tmp_path / log), "LOG"))
+    assert got["findings"] and got["findings"] == expected["findings"]
+    assert got["facts"]["lines"] == expected["facts"]["lines"]
+
+
 def python(code: str) -> list[str]:
     return [sys.executable, "-c", code]
 

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from doctor.explain.engine import NEEDLES, explain_text, group, normalise, scan
+from doctor.explain.normalise import utf8, wide_encoding
 
 LOGS = Path(__file__).resolve().parents[2] / "tests/fixtures/logs"
 HEADER = "main.cpp:1:10: fatal error: torch/torch.h: No such file or directory"
@@ -64,6 +65,28 @@ def test_one_line_matching_two_needles_is_one_hit():
 def test_empty_and_binary_input():
     assert explain_text("") == []
     assert explain_text("\x00\x01\xff" * 1000) == []
+
+
+@given(st.lists(st.text(st.characters(codec="utf-8", exclude_characters="\r\n\x00"), max_size=80), max_size=40),
+       st.sampled_from(["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be"]))
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+def test_a_wide_log_reads_as_its_utf8_line_for_line(lines, codec):
+    text = "\n".join([*lines, LOADER])
+    wide = text.encode(codec)
+    # with a mark any text; without, text whose high bytes are all NUL (Latin-1: every log's ASCII)
+    if codec in ("utf-16", "utf-32") or all(ord(c) < 0x100 for c in text):
+        assert utf8(wide) == text.encode("utf-8")
+        assert [(f.id, f.evidence[0].source) for f in explain_text(wide)] == [
+            ("loader.library-not-found", f"log:{len(lines) + 1}")]
+
+
+def test_no_real_log_is_taken_for_a_wide_one():
+    for log in LOGS.glob("*.log"):
+        assert wide_encoding(log.read_bytes()) is None, log
+    assert wide_encoding(b"\x00\x01\xff" * 1000) is None and wide_encoding(b"") is None
+    # a mark followed by no wide text: binary junk that starts so (and its lines are found)
+    junk = b"\xff\xfe garbage \x80\x81\n" + HEADER.encode() + b"\n"
+    assert wide_encoding(junk) is None and [f.id for f in explain_text(junk)] == ["headers.missing"]
 
 
 def test_a_huge_single_line_is_cut_not_choked_on():
