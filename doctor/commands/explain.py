@@ -85,6 +85,7 @@ def command(args: tuple[str, ...], from_command: bool, timeout: float, no_facts:
         text, source = _read_stdin(stream), "stdin"
     else:
         text, source = _read(host, name), name
+    _refuse_compressed(text, name)
     report = _report(host, text, source, no_facts, strict)
     return print_report(report, fmt, as_json, verbose, color)
 
@@ -106,6 +107,22 @@ def _refuse_unknown_option(ctx: click.Context, args: tuple[str, ...], from_comma
                              f"{sh_paste('./' + word)}", error_id="usage.bad-option")
         if from_command:
             return
+
+
+def _refuse_compressed(data: bytes, name: str) -> None:
+    """A compressed log (build.log.gz from a CI artifact) matches nothing: it would be 'no known
+    setup problem'. Say so, and how to read it."""
+    from doctor.errors import DoctorError
+    from doctor.explain.normalise import compressed
+    from doctor.quoting import sh_paste
+
+    found = compressed(data)
+    if found is None:
+        return
+    kind, tool, suffix = found
+    what, given = ("standard input", f"build.log{suffix}") if name == "-" else (name, sh_paste(name))
+    raise DoctorError(f"{what} is compressed ({kind}), not a log",
+                      hint=f"decompress it first: {tool} {given} | doctor explain -", error_id="explain.not-a-log")
 
 
 def _read_stdin(stream) -> bytes:

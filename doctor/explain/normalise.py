@@ -111,6 +111,22 @@ def wide_encoding(data: bytes) -> str | None:
     return None
 
 
+# Archives a log is kept in (CI artifacts, rotated logs), by their first bytes: the format, the
+# command that prints the text inside, the usual suffix. bzip2's magic is "BZh" and a block size,
+# then a block or the end of the stream, so that a log starting with "BZh1" is still a log.
+_COMPRESSED = ((re.compile(rb"\x1f\x8b"), "gzip", "zcat", ".gz"),
+               (re.compile(rb"\xfd7zXZ\x00"), "xz", "xzcat", ".xz"),
+               (re.compile(rb"BZh[1-9](?:1AY&SY|\x17rE8P\x90)"), "bzip2", "bzcat", ".bz2"),
+               (re.compile(rb"\x28\xb5\x2f\xfd"), "zstd", "zstdcat", ".zst"),
+               (re.compile(rb"PK(?:\x03\x04|\x05\x06|\x07\x08)"), "zip", "unzip -p", ".zip"))
+
+
+def compressed(data: bytes) -> tuple[str, str, str] | None:
+    """(format, the command that prints the log inside, the usual suffix) when `data` is a
+    compressed file rather than a log: given by mistake, its bytes match nothing."""
+    return next(((name, tool, suffix) for magic, name, tool, suffix in _COMPRESSED if magic.match(data)), None)
+
+
 def utf8(data: bytes) -> bytes:
     """A log in UTF-16 or UTF-32 as UTF-8, line for line (a finding's line numbers are the same
     as for the log written in UTF-8), and a UTF-8 log without its byte-order mark; any other log

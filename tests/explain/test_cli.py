@@ -169,6 +169,54 @@ def test_a_log_in_a_wide_encoding_is_explained_as_in_utf8(tmp_path, log, encodin
     assert got["facts"]["lines"] == expected["facts"]["lines"]
 
 
+def _compress(kind: str, data: bytes) -> bytes:
+    import bz2
+    import gzip
+    import io
+    import lzma
+    import shutil
+    import subprocess
+    import zipfile
+
+    if kind == "zstd":
+        if shutil.which("zstd") is None:
+            pytest.skip("no zstd here")
+        return subprocess.run(["zstd", "-c"], input=data, capture_output=True, check=True).stdout
+    if kind == "zip":
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+            archive.writestr("build.log", data)
+        return buffer.getvalue()
+    return {"gzip": gzip.compress, "xz": lzma.compress, "bzip2": bz2.compress}[kind](data)
+
+
+COMPRESSED = {"gzip": ("zcat", ".gz"), "xz": ("xzcat", ".xz"), "bzip2": ("bzcat", ".bz2"), "zstd": ("zstdcat", ".zst"),
+              "zip": ("unzip -p", ".zip")}
+
+
+@pytest.mark.parametrize("kind", sorted(COMPRESSED))
+@pytest.mark.parametrize("empty", [False, True])
+def test_a_compressed_log_is_refused_with_how_to_read_it(tmp_path, kind, empty):
+    # its bytes matched nothing: "no known setup problem", exit 0
+    tool, suffix = COMPRESSED[kind]
+    path = tmp_path / f"build.log{suffix}"
+    path.write_bytes(_compress(kind, b"" if empty else ABI_LOG.read_bytes()))
+    given = invoke("--no-facts", str(path))
+    assert given.exit_code == 1 and given.stdout == ""
+    assert given.stderr.splitlines() == [f"error: {path} is compressed ({kind}), not a log",
+                                         f"hint: decompress it first: {tool} {path} | doctor explain -"]
+    with CliRunner().isolation(input=path.read_bytes()) as (out, err, _):
+        code = main(["explain", "--no-facts", "-"])
+    assert code == 1 and err.getvalue().decode().splitlines() == [
+        f"error: standard input is compressed ({kind}), not a log",
+        f"hint: decompress it first: {tool} build.log{suffix} | doctor explain -"]
+
+
+def test_a_log_that_starts_like_bzip2_is_a_log():
+    result = invoke("--no-facts", "-", input="BZh9 " + ABI_LOG.read_text())
+    assert result.exit_code == 1 and "[abi.mismatch]" in result.stdout
+
+
 def python(code: str) -> list[str]:
     return [sys.executable, "-c", code]
 
