@@ -29,6 +29,9 @@ KILL_GRACE = 5.0  # seconds a killed command gets to die before it is left behin
 # What one command may print before the rest is dropped: real nvidia-smi/rocminfo/compiler
 # output is a few KiB; a looping tool must not fill the memory.
 OUTPUT_LIMIT = 1 << 20
+# Seconds `relay` still reads the pipes once the command has exited: a child it left running in the
+# background (a compiler server, `sleep 600 &`) may hold them open for as long as it lives.
+AFTER_EXIT = 5.0
 _ROOT = Path("/")
 
 
@@ -51,6 +54,20 @@ class RunResult:
     @property
     def command(self) -> str:
         return " ".join(self.argv)
+
+
+@record(frozen=True)
+class Relayed:
+    """How a command run in the foreground (`Host.relay`) ended, and what it printed: its stdout
+    and stderr bytes in the order they arrived, as many as were asked to be kept."""
+    argv: tuple[str, ...]
+    returncode: int | None  # None when it never finished (timeout, not found)
+    output: bytes = b""
+    dropped: int = 0  # bytes printed past the bytes kept: passed on, not kept
+    timed_out: bool = False
+    error: str = ""  # "not found", "timed out after 5 s", OSError text
+    spool_error: str = ""  # why the bytes kept stop early: the temporary folder could take no more
+    seconds: float = 0.0
 
 
 @record
@@ -326,16 +343,38 @@ class Host:
         context value is the user-visible path; `host.real()` of it is what commands see."""
         import tempfile
 
-        base = Path(self.env.get("TMPDIR") or tempfile.gettempdir()) if self.root == _ROOT else Path("/tmp")
-        real_base = self.real(base)
+        base, real_base = self._temp_base()
         try:
-            if self.root != _ROOT:
-                real_base.mkdir(parents=True, exist_ok=True)
             real = Path(tempfile.mkdtemp(prefix=prefix, dir=real_base))
         except (OSError, ValueError) as exc:
             raise _translate(exc, "create a temporary folder in", base,
                              "point TMPDIR at a writable folder") from None
         return _TempDir(base / real.name, real)
+
+    def temp_file(self):
+        """An unnamed, unbuffered read-write binary file under $TMPDIR (mapped under the root), gone
+        when closed: each write says how many bytes reached the file."""
+        import tempfile
+
+        base, real_base = self._temp_base()
+        try:
+            return tempfile.TemporaryFile(dir=real_base, buffering=0)
+        except (OSError, ValueError) as exc:
+            raise _translate(exc, "create a temporary file in", base, "point TMPDIR at a writable folder") from None
+
+    def _temp_base(self) -> tuple[Path, Path]:
+        """$TMPDIR as the user sees it and as the file system has it (made under a test root)."""
+        import tempfile
+
+        base = Path(self.env.get("TMPDIR") or tempfile.gettempdir()) if self.root == _ROOT else Path("/tmp")
+        real_base = self.real(base)
+        if self.root != _ROOT:
+            try:
+                real_base.mkdir(parents=True, exist_ok=True)
+            except (OSError, ValueError) as exc:
+                raise _translate(exc, "create a temporary folder in", base,
+                                 "point TMPDIR at a writable folder") from None
+        return base, real_base
 
     # -- environment and commands --
 
@@ -507,6 +546,85 @@ class Host:
                              seconds=time.monotonic() - start, truncated=truncated)
         return RunResult(argv, proc.returncode, out, err, seconds=time.monotonic() - start, truncated=truncated)
 
+    def relay(self, argv: Sequence[str], timeout: float, out, err, keep: int) -> Relayed:
+        """Run a command in the foreground, as `cmd | tee` would run it: it reads the doctor's
+        stdin; each byte it writes to stdout or stderr is passed to `out` or `err` (binary streams)
+        as it comes; and the first `keep` bytes of both, in the order they arrived, are kept in a
+        temporary file (not in memory) and returned. A timeout, Ctrl-C or SIGTERM kills its process
+        group as in `run`. Never raises for the command's sake; a temporary file that cannot be
+        made is a DoctorError before anything runs."""
+        argv = tuple(str(a) for a in argv)
+        exe = argv[0] if os.sep in argv[0] else self.which(argv[0])
+        if exe is None:
+            return Relayed(argv, None, error=f"{argv[0]}: not found on PATH")
+        with self.temp_file() as spool:
+            start = time.monotonic()
+            real_cwd = self.real(self.cwd)
+            try:
+                # Its own session, as in `run`, so that a timeout kills its children too; it then has no
+                # controlling terminal, and a Ctrl-C reaches the doctor, which kills the group.
+                proc = subprocess.Popen((exe, *argv[1:]), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        env=dict(_child_env(self)), cwd=real_cwd if _safely(real_cwd.is_dir) else None,
+                                        start_new_session=os.name == "posix")
+            except (OSError, ValueError) as exc:
+                return Relayed(argv, None, error=f"{argv[0]}: {getattr(exc, 'strerror', None) or exc}")
+            _RUNNING.add(proc)
+            if _STOPPING:
+                _kill_group(proc)
+            try:
+                return self._relayed(proc, argv, start, timeout, _Spool(spool, keep), out, err)
+            finally:
+                _RUNNING.discard(proc)
+
+    def _relayed(self, proc: subprocess.Popen, argv: tuple[str, ...], start: float, timeout: float,
+                 spool: _Spool, out, err) -> Relayed:
+        pump = _Pump([proc.stdout, proc.stderr], [out, err], spool)
+        deadline = start + timeout
+        try:
+            ended = _wait_relayed(proc, pump, deadline)
+        except BaseException:  # Ctrl-C, SIGTERM: its own session would let it outlive us
+            _kill_group(proc)
+            raise
+        error = ""
+        if not ended:
+            _kill_group(proc)
+            try:
+                proc.wait(timeout=KILL_GRACE)
+                error = f"{argv[0]} timed out after {timeout:g} s"
+            except subprocess.TimeoutExpired:
+                error = (f"{argv[0]} timed out after {timeout:g} s and did not die when killed "
+                         "(stuck in the kernel: a hung driver or file system)")
+            pump.join(timeout=1.0)  # what it printed before the kill is passed on and kept
+        pump.stop()
+        output, dropped, spool_error = spool.read_back()
+        return Relayed(argv, proc.returncode if ended else None, output, dropped, timed_out=not ended, error=error,
+                       spool_error=spool_error, seconds=time.monotonic() - start)
+
+
+def _wait_relayed(proc: subprocess.Popen, pump: _Pump, deadline: float) -> bool:
+    """Wait for the command to exit and its pipes to close; False when the deadline comes first.
+    Once it has exited, the pipes get AFTER_EXIT more seconds (a child left in the background may
+    hold them for good). The waits wake every 0.2 s, so that a signal another thread got is
+    handled (see `result_of`)."""
+    exited_at = None
+    while True:
+        now = time.monotonic()
+        if exited_at is None and proc.poll() is not None:
+            exited_at = now
+        draining = pump.alive()
+        if exited_at is not None and (not draining or now >= min(exited_at + AFTER_EXIT, deadline)):
+            return True
+        if now >= deadline:
+            return False
+        wake = min(deadline, now + 0.2, exited_at + AFTER_EXIT if exited_at is not None else deadline)
+        if draining:
+            pump.join(wake - now)
+        else:
+            try:
+                proc.wait(timeout=wake - now)
+            except subprocess.TimeoutExpired:
+                pass
+
 
 def _translate(exc: Exception, doing: str, path, instead: str):
     from doctor.errors import DoctorError
@@ -585,6 +703,96 @@ class _Capped:
         data = bytes(self.head) + gap + bytes(self.tail)
         # Universal newlines, as text-mode pipes gave: CR-only and CRLF line ends are lines.
         return data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+
+
+class _Spool:
+    """The bytes a relayed command printed, in arrival order, in a temporary file: the first
+    `limit` of them; the rest are counted. A full disk stops the keeping, never the command."""
+
+    def __init__(self, file, limit: int) -> None:
+        self._file, self._left = file, limit
+        self.kept = self.dropped = 0
+        self.error = ""
+        self._done = False
+        self._lock = threading.Lock()
+
+    def add(self, chunk: bytes) -> None:
+        with self._lock:
+            if self._done:  # read back already: a child left behind still prints
+                return
+            wanted = b"" if self.error else memoryview(chunk)[: self._left]
+            written = 0
+            while written < len(wanted):  # a write stops short where the disk (or `ulimit -f`) does
+                try:
+                    written += self._file.write(wanted[written:])
+                except (OSError, ValueError) as exc:
+                    self.error = _reason(exc)
+                    break
+            self._left -= written
+            self.kept += written
+            self.dropped += len(chunk) - written
+
+    def read_back(self) -> tuple[bytes, int, str]:
+        """(the bytes kept, the bytes printed and not kept, why fewer were kept than asked)."""
+        with self._lock:
+            self._done = True
+            try:
+                fd = self._file.fileno()
+                os.lseek(fd, 0, os.SEEK_SET)
+                data = read_fd(fd, self.kept)
+            except (OSError, ValueError) as exc:
+                data, self.error = b"", self.error or _reason(exc)
+            return data, self.dropped + self.kept - len(data), self.error
+
+
+def _reason(exc: Exception) -> str:
+    return getattr(exc, "strerror", None) or str(exc)
+
+
+class _Pump:
+    """Drain a relayed command's pipes, a thread each: each chunk on to its sink at once, byte for
+    byte, and into the spool. Between two pipes, "in the order they arrived" is the order the
+    threads read them: a line of stderr may be kept a chunk of stdout away from where the command
+    wrote it, as in any capture of two pipes. A sink that fails (the reader of `doctor … | head`
+    went away) is given up while its pipe is still drained, so that the command neither blocks
+    nor dies of it."""
+
+    def __init__(self, pipes: list, sinks: list, spool: _Spool) -> None:
+        self._pipes, self._sinks, self._spool = pipes, list(sinks), spool
+        self._stopped = False
+        self._threads = [threading.Thread(target=self._drain, args=(i,), daemon=True) for i in range(len(pipes))]
+        for thread in self._threads:
+            thread.start()
+
+    def _drain(self, index: int) -> None:
+        pipe = self._pipes[index]
+        try:
+            while (chunk := pipe.read1(1 << 16)) and not self._stopped:
+                sink = self._sinks[index]
+                if sink is not None:
+                    try:
+                        sink.write(chunk)
+                        sink.flush()
+                    except (OSError, ValueError):
+                        self._sinks[index] = None
+                self._spool.add(chunk)
+        except (OSError, ValueError):
+            pass
+        finally:
+            pipe.close()
+
+    def alive(self) -> bool:
+        return any(t.is_alive() for t in self._threads)
+
+    def join(self, timeout: float) -> None:
+        end = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, end - time.monotonic()))
+
+    def stop(self) -> None:
+        """Pass nothing on from here: the report follows. What a child left in the background
+        writes later stays in the pipe until the doctor exits."""
+        self._stopped = True
 
 
 def _feed(stdin, text: str) -> None:

@@ -35,8 +35,9 @@ class _Command(click.Command):
 @click.command("explain", cls=_Command, context_settings={"ignore_unknown_options": True})
 @click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="[LOG|-]")
 @click.option("--from-command", "from_command", is_flag=True,
-              help="Run the command given after `--`, keep its output, and explain it if it fails "
-              "(a command that succeeds passes its output and exit code through).")
+              help="Run the command given after `--` as `tee` would (it reads this stdin; its stdout and stderr "
+              "pass through byte for byte as they come, both to stderr under --json), and explain what it printed "
+              "if it fails (its first 1 GiB). A command that succeeds passes its exit code through.")
 @click.option("--timeout", type=_Seconds(1, MAX_TIMEOUT), default=3600, show_default=True,
               metavar="SECONDS", help=f"Seconds --from-command lets the command run (1 to {MAX_TIMEOUT}, a week); then it is killed "
               "and the doctor exits 124.")
@@ -169,32 +170,28 @@ def _read(host, path: str) -> bytes:
 
 
 def _from_command(host, argv: tuple[str, ...], timeout: float, no_facts: bool, fmt, as_json, verbose, color, strict) -> int:
+    from doctor.commands._output import choose_format
     from doctor.errors import DoctorError
 
     if not argv:
         raise click.UsageError("--from-command needs a command after --, e.g. doctor explain --from-command -- make -j4")
-    result = host.run(list(argv), timeout=timeout)
+    # As `tee` would: the command's bytes reach the terminal as they come. Where stdout carries one
+    # document (the JSON envelope, a JUnit or markdown report) both of its streams go to stderr.
+    document = choose_format(fmt, as_json) in ("json", "junit", "markdown")
+    err = click.get_binary_stream("stderr")
+    out = err if document else click.get_binary_stream("stdout")
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()  # anything the doctor wrote comes before the command's bytes
+    result = host.relay(argv, timeout, out, err, keep=READ_LIMIT)
     if result.returncode is None and not result.timed_out:
         raise DoctorError(result.error or f"{argv[0]}: could not be started", hint="check the command name and PATH", error_id="explain.command-not-started")
+    command = " ".join(argv)
     if result.returncode == 0:
-        from doctor.commands._output import choose_format
-
-        if choose_format(fmt, as_json) != "json":
-            # Success: stay out of the way.
-            click.echo(result.stdout, nl=False)
-            click.echo(result.stderr, nl=False, err=True)
-            return 0
-        # Under --json stdout is one envelope: the command's output goes to stderr.
-        click.echo(result.stdout, nl=False, err=True)
-        click.echo(result.stderr, nl=False, err=True)
-        return print_report(_succeeded(argv, result.command), fmt, as_json, verbose, color)
-    # Failure: the command's output goes to stderr so that stdout carries only the report.
-    click.echo(result.stdout, nl=False, err=True)
-    click.echo(result.stderr, nl=False, err=True)
+        # Success: stay out of the way, but for a document asked for.
+        return print_report(_succeeded(argv, command), fmt, as_json, verbose, color) if document else 0
     if result.timed_out:
         say(f"doctor: {result.error}")
-    text = result.stdout + ("\n" if result.stdout and not result.stdout.endswith("\n") else "") + result.stderr
-    shown = result.command if len(result.command) <= 60 else result.command[:59] + "…"
+    shown = command if len(command) <= 60 else command[:59] + "…"
     signum = -result.returncode if result.returncode is not None and result.returncode < 0 else None
     if result.timed_out:
         how = "timed out"
@@ -202,12 +199,23 @@ def _from_command(host, argv: tuple[str, ...], timeout: float, no_facts: bool, f
         how = f"killed by signal {signum}{_signal_name(signum)}"
     else:
         how = f"exit {result.returncode}"
-    report = _report(host, text, f"output of `{shown}`", no_facts, strict, failed=f"the command failed ({how})")
+    report = _report(host, result.output, f"output of `{shown}`", no_facts, strict, failed=f"the command failed ({how})",
+                     cut=_cut(len(result.output), result.dropped, result.spool_error))
     report.facts["command"] = {"argv": list(argv), "returncode": result.returncode, "timed_out": result.timed_out,
-                               "signal": signum}
+                               "signal": signum, "output_read": len(result.output), "output_unread": result.dropped}
     # A shell reports death by signal N as 128+N; Popen's -N would reach exit() as 256-N.
     report.passthrough_exit = 124 if result.timed_out else 128 + signum if signum is not None else result.returncode
     return print_report(report, fmt, as_json, verbose, color)
+
+
+def _cut(read: int, unread: int, why: str) -> str:
+    """What the report says when the analysis saw only the start of a command's output."""
+    if not unread:
+        return ""
+    from doctor.formats import human_bytes
+
+    because = f"as the temporary file could take no more ({why})" if why else "the limit for a log"
+    return f"only its first {human_bytes(read)} were read, {because}; {human_bytes(unread)} more were passed on unread"
 
 
 def _succeeded(argv: tuple[str, ...], command: str):
@@ -231,7 +239,7 @@ def _signal_name(signum: int) -> str:
         return ""
 
 
-def _report(host, text: str | bytes, source: str, no_facts: bool, strict: bool, failed: str = ""):
+def _report(host, text: str | bytes, source: str, no_facts: bool, strict: bool, failed: str = "", cut: str = ""):
     from doctor import __version__
     from doctor.explain.engine import normalise
     from doctor.explain_machine import detect, explain_on
@@ -245,6 +253,8 @@ def _report(host, text: str | bytes, source: str, no_facts: bool, strict: bool, 
                else "no known setup problem found")
     if failed:
         summary = f"{failed}; {summary}"
+    if cut:
+        summary = f"{summary}; {cut}"
     details = [f"{lines} line{'s' * (lines != 1)} read from {source}"]
     install = facts.install if facts is not None else None
     libtorch = None

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from testsupport.support import doctor_subprocess
+from testsupport.support import REPO, doctor_subprocess
 
 from doctor.cli import main
 
@@ -267,6 +269,99 @@ def test_the_longest_timeout_is_taken():
 def test_from_command_missing_program():
     result = doctor_subprocess("explain", "--from-command", "--", "no-such-program-xyz")
     assert result.returncode == 1 and "not found" in result.stderr
+
+
+def doctor_bytes(*args: str, input: bytes | None = None, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
+    """`python -m doctor explain ...` in a subprocess, its output as bytes."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("LIBTORCH", "Torch_DIR", "GITHUB_"))}
+    full["PYTHONPATH"] = str(REPO)
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-m", "doctor", "explain", *args], input=input, capture_output=True,
+                          env=full, cwd=os.environ["HOME"], timeout=120, **kw)
+
+
+LOADER_LINE = "./app: error while loading shared libraries: libc10.so: cannot open shared object file: No such file or directory"
+
+
+def test_from_command_passes_a_big_output_through_byte_for_byte(tmp_path):
+    # over 1 MiB it was cut ("[... N bytes dropped by torch-doctor ...]"), CR became LF, \xff became U+FFFD
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"".join(b"%d\r\n\xff\x00 \x1b[1mbold\x1b[0m\n" % i for i in range(150_000)))
+    result = doctor_bytes("--from-command", "--", "cat", str(big))
+    assert result.returncode == 0 and result.stdout == big.read_bytes() and result.stderr == b""
+
+
+def test_from_command_passes_stdin_to_the_command():
+    # stdin was /dev/null: `echo hi | doctor explain --from-command -- cat` printed nothing
+    result = doctor_bytes("--from-command", "--", "cat", input=b"hi\n")
+    assert result.returncode == 0 and result.stdout == b"hi\n"
+
+
+def test_from_command_finds_a_cause_in_the_middle_of_a_long_build():
+    # Host.run kept 512 KiB of the head and of the tail of each stream: the line between was gone
+    # 20,000 lines (over 1 MiB), the cause, 20,000 lines
+    line = "[{i}/40000] building CXX object src/CMakeFiles/app.dir/module_{i}.cpp.o\\n"
+    code = (f"import sys; w = sys.stdout.write; [w(f'{line}') for i in range(20000)]; "
+            f"w({LOADER_LINE!r} + '\\n'); [w(f'{line}') for i in range(20000, 40000)]; "
+            f"sys.stderr.write('make: *** [all] Error 2\\n'); sys.exit(2)")
+    result = doctor_bytes("--no-facts", "--json", "--from-command", "--", sys.executable, "-c", code)
+    report = json.loads(result.stdout)
+    assert result.returncode == 1 and [f["id"] for f in report["findings"]] == ["loader.library-not-found"]
+    assert report["findings"][0]["evidence"][0]["source"].endswith(":20001")
+    assert report["facts"]["lines"] == 40002
+    # under --json the command's bytes go to stderr, whole: stdout is the envelope alone
+    assert result.stderr.count(b".cpp.o\n") == 40000 and b"\nmake: *** [all] Error 2\n" in result.stderr
+
+
+def test_from_command_text_report_follows_the_commands_own_output():
+    code = "import sys; print('compiling'); sys.stderr.write('warning: x\\n'); sys.exit(4)"
+    result = doctor_bytes("--no-facts", "--from-command", "--", sys.executable, "-c", code)
+    assert result.returncode == 4 and result.stdout.startswith(b"compiling\n[")
+    assert result.stderr == b"warning: x\n"
+
+
+def test_from_command_output_passes_on_while_the_command_runs(tmp_path):
+    # the output came only once the command had ended: a 1-hour build showed nothing for an hour
+    go = tmp_path / "go"
+    code = (f"import os, sys, time; print('started', flush=True)\n"
+            f"while not os.path.exists({str(go)!r}): time.sleep(0.05)\nprint('done')")
+    full = {**os.environ, "PYTHONPATH": str(REPO)}
+    with subprocess.Popen([sys.executable, "-m", "doctor", "explain", "--timeout", "60", "--from-command", "--",
+                           sys.executable, "-c", code], stdout=subprocess.PIPE, env=full, cwd=tmp_path) as proc:
+        first = proc.stdout.readline()  # the command waits for `go` to end: this line must come first
+        go.touch()
+        rest = proc.stdout.read()
+        assert proc.wait(60) == 0
+    assert (first, rest) == (b"started\n", b"done\n")
+
+
+def test_from_command_says_when_it_read_only_the_start_of_the_output(monkeypatch):
+    import doctor.commands.explain as explain_command
+
+    monkeypatch.setattr(explain_command, "READ_LIMIT", 64 << 10)
+    code = f"import sys; print('x' * 200_000); print({LOADER_LINE!r}); sys.exit(2)"
+    result = invoke("--no-facts", "--json", "--from-command", "--", *python(code))
+    report = json.loads(result.stdout)
+    assert report["findings"] == [] and result.exit_code == 2
+    (area,) = report["areas"]
+    assert area["summary"] == ("the command failed (exit 2); no known setup problem found; only its first 64.0 KiB "
+                               "were read, the limit for a log; 131.4 KiB more were passed on unread")
+    assert report["facts"]["command"]["output_read"] == 64 << 10
+    assert report["facts"]["command"]["output_unread"] == 200_001 + len(LOADER_LINE) + 1 - (64 << 10)
+
+
+def test_from_command_says_when_the_temporary_folder_took_no_more(tmp_path):
+    # `ulimit -f`: the temporary file that keeps the output stops growing at 8 KiB (EFBIG)
+    code = "import sys; print('x' * 100_000); sys.exit(2)"
+    result = subprocess.run(["bash", "-c", 'ulimit -f 8; exec "$@"', "bash", sys.executable, "-m", "doctor", "explain",
+                             "--no-facts", "--json", "--from-command", "--", sys.executable, "-c", code],
+                            capture_output=True, env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_path)},
+                            cwd=tmp_path, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    summary = json.loads(result.stdout)["areas"][0]["summary"]
+    assert summary.endswith("; only its first 8.0 KiB were read, as the temporary file could take no more "
+                            "(File too large); 89.7 KiB more were passed on unread"), summary
+    assert result.stderr == b"x" * 100_000 + b"\n"
 
 
 @pytest.mark.parametrize("flag", ["--format=text", "-v"])

@@ -243,3 +243,44 @@ def test_from_command_killed_by_a_signal_exits_128_plus_n(signum):
     result = doctor_subprocess("explain", "--no-facts", "--from-command", "--", sys.executable, "-c", code)
     assert result.returncode == 128 + signum, (result.stdout, result.stderr)
     assert f"killed by signal {int(signum)} ({signum.name})" in result.stdout
+
+
+def _gone(pid: int) -> bool:
+    """Dead: reaped, or a zombie no one has reaped yet (a container's first process may not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+@pytest.mark.parametrize("sig, code, said", [(signal.SIGTERM, 143, "Terminated (SIGTERM)."),
+                                              (signal.SIGINT, 130, "Interrupted.")])
+def test_from_command_ended_by_a_signal_takes_the_command_along(tmp_path, sig, code, said):
+    # the command runs in a session of its own (a timeout kills its whole group): a Ctrl-C or
+    # SIGTERM that ends the doctor must kill it too, not leave a build running
+    pid_file = tmp_path / "cmd.pid"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "doctor", "explain", "--no-facts", "--from-command", "--", "sh", "-c",
+                             f"echo $$ > {pid_file}; echo working; exec sleep 300"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 60
+        while not (pid_file.exists() and pid_file.read_text().strip()):
+            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        command = int(pid_file.read_text())
+        time.sleep(0.2)  # "working" on its way
+        os.kill(proc.pid, sig)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == code and err.decode().strip().endswith(said), err
+        assert out == b"working\n"
+        deadline = time.monotonic() + 10
+        while not _gone(command):
+            assert time.monotonic() < deadline, "the command outlived the doctor"
+            time.sleep(0.05)
+    finally:
+        proc.kill()
+        proc.wait()
+        if pid_file.exists() and not _gone(int(pid_file.read_text())):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
