@@ -19,6 +19,7 @@ FINDINGS: dict[str, str] = {
     "binary.unreadable": '`--binary` reads an ELF program, extension module (`.so`) or shared library',
     "build.failed": 'the probe (a few lines of C++ against the active libtorch, built with exactly the environment `doctor emit setenv` gives plus your …',
     "build.ninja-missing": '`torch.utils.cpp_extension.load()` (and `BuildExtension` by default) builds with ninja and checks `ninja --version` on `PATH` first; the `ninja` …',
+    "command.failed": 'the command `doctor explain --from-command` ran failed, and none of the errors its output holds is a setup problem the doctor knows: a bug in the …',
     "cmake.nvtoolsext-missing": "libtorch ≤ 2.4's CMake config (`share/cmake/Caffe2/public/cuda.cmake`) looks for NVTX v2's `libnvToolsExt`, which CUDA 12 toolkits no longer ship …",
     "cmake.torch-found-twice": "`find_package(Torch)` ran a second time in one CMake project (a subdirectory, or a dependency added with `add_subdirectory()`) …",
     "cmake.torch-library-missing": "CMake found libtorch's config files, but not the library beside them (`lib/libtorch.so`, `lib/torch.lib`): a partly extracted or partly copied …",

@@ -314,3 +314,9 @@ def store_reachable(host: str, port: str) -> str:
             f"{sh_paste(host)} {port}): it must be rank 0's MASTER_ADDR and MASTER_PORT, an address every node "
             "reaches, and rank 0 must be up and listening before the others give up; run `doctor fleet` with the "
             "same launcher: it names the ranks and hosts that do not join")
+
+
+def first_error(command: str) -> str:
+    """A command failed and no pattern knows why: its own first error is where to look."""
+    return (f"read the first error in the output of {command} (above)\n"
+            "(if it is a setup problem the doctor should know, please report it with this output)")

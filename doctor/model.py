@@ -96,9 +96,14 @@ class Report:
         return [f for a in self.areas for f in a.findings]
 
     def exit_code(self) -> int:
-        """0 when every required check passes, 1 otherwise (warnings count under --strict)."""
-        limit = Level.WARNING if self.strict else Level.ERROR
-        return 1 if any(f.level.rank >= limit.rank for f in self.findings) else self.passthrough_exit
+        """0 when every required check passes, 1 otherwise (warnings count under --strict). A failed
+        command's own code (passthrough_exit) stands unless an error was found: --strict turns a
+        warning into a failure, and that code already is one (124, 128+N keep their meaning)."""
+        if any(f.level is Level.ERROR for f in self.findings):
+            return 1
+        if self.passthrough_exit:
+            return self.passthrough_exit
+        return 1 if self.strict and any(f.level is Level.WARNING for f in self.findings) else 0
 
 
 def worst(levels) -> Level:

@@ -59,7 +59,8 @@ def command(args: tuple[str, ...], from_command: bool, timeout: float, no_facts:
 
     Exit codes: 0 no known setup problem found; 1 problems found (or the log cannot be read);
     2 usage error. With --from-command a command that succeeds passes its own exit code
-    through, and a failure with no known cause keeps the command's exit code.
+    through, and a failure with no known cause (a command.failed warning) keeps the command's
+    exit code, also under --strict (124 on timeout, 128+N when killed by signal N).
     """
     from doctor.host import Host
 
@@ -185,7 +186,7 @@ def _from_command(host, argv: tuple[str, ...], timeout: float, no_facts: bool, f
     result = host.relay(argv, timeout, out, err, keep=READ_LIMIT)
     if result.returncode is None and not result.timed_out:
         raise DoctorError(result.error or f"{argv[0]}: could not be started", hint="check the command name and PATH", error_id="explain.command-not-started")
-    command = " ".join(argv)
+    command = _shell_words(argv)
     if result.returncode == 0:
         # Success: stay out of the way, but for a document asked for.
         return print_report(_succeeded(argv, command), fmt, as_json, verbose, color) if document else 0
@@ -200,12 +201,20 @@ def _from_command(host, argv: tuple[str, ...], timeout: float, no_facts: bool, f
     else:
         how = f"exit {result.returncode}"
     report = _report(host, result.output, f"output of `{shown}`", no_facts, strict, failed=f"the command failed ({how})",
-                     cut=_cut(len(result.output), result.dropped, result.spool_error))
+                     cut=_cut(len(result.output), result.dropped, result.spool_error), command=command)
     report.facts["command"] = {"argv": list(argv), "returncode": result.returncode, "timed_out": result.timed_out,
                                "signal": signum, "output_read": len(result.output), "output_unread": result.dropped}
     # A shell reports death by signal N as 128+N; Popen's -N would reach exit() as 256-N.
     report.passthrough_exit = 124 if result.timed_out else 128 + signum if signum is not None else result.returncode
     return print_report(report, fmt, as_json, verbose, color)
+
+
+def _shell_words(argv: tuple[str, ...]) -> str:
+    """The command line as a shell would take it back: `sh -c 'echo hi; kill -9 $$'`, where a
+    plain join showed `sh -c echo hi; kill -9 $$`, three commands."""
+    from doctor.quoting import sh_paste
+
+    return " ".join(sh_paste(word) for word in argv)
 
 
 def _cut(read: int, unread: int, why: str) -> str:
@@ -230,6 +239,16 @@ def _succeeded(argv: tuple[str, ...], command: str):
                   [area], doctor_version=__version__)
 
 
+def _unknown_failure(command: str, failed: str, lines: int):
+    from doctor.fixes import first_error
+    from doctor.model import Evidence, Finding, Level
+
+    return Finding("command.failed", Level.WARNING, f"{failed}, and its output shows no known setup cause",
+                   detail=(f"none of the {lines} line{'s' * (lines != 1)} it printed holds an error `doctor explain` knows"
+                           if lines else "it printed nothing"),
+                   fix=first_error(command), area="explain", evidence=[Evidence("command", command, failed)])
+
+
 def _signal_name(signum: int) -> str:
     import signal
 
@@ -239,7 +258,8 @@ def _signal_name(signum: int) -> str:
         return ""
 
 
-def _report(host, text: str | bytes, source: str, no_facts: bool, strict: bool, failed: str = "", cut: str = ""):
+def _report(host, text: str | bytes, source: str, no_facts: bool, strict: bool, failed: str = "", cut: str = "",
+            command: str = ""):
     from doctor import __version__
     from doctor.explain.engine import normalise
     from doctor.explain_machine import detect, explain_on
@@ -253,6 +273,9 @@ def _report(host, text: str | bytes, source: str, no_facts: bool, strict: bool, 
                else "no known setup problem found")
     if failed:
         summary = f"{failed}; {summary}"
+        if not findings:  # a failed command is no pass: its own exit code still ends the run
+            summary = f"{failed}; no known setup cause found"
+            findings = [_unknown_failure(command, failed, lines)]
     if cut:
         summary = f"{summary}; {cut}"
     details = [f"{lines} line{'s' * (lines != 1)} read from {source}"]

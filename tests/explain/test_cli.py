@@ -243,7 +243,30 @@ def test_from_command_failure_is_explained_and_its_output_kept():
 def test_from_command_unknown_failure_keeps_the_commands_exit_code():
     result = invoke("--from-command", "--", *python("import sys; print('segfault-ish'); sys.exit(3)"))
     assert result.exit_code == 3
-    assert "the command failed (exit 3); no known setup problem found" in result.stdout
+    assert "the command failed (exit 3); no known setup cause found" in result.stdout
+
+
+@pytest.mark.parametrize("strict", [[], ["--strict"]])
+def test_a_failed_command_with_no_known_cause_is_a_warning_not_a_pass(strict):
+    # it was `[✓] … the command failed (exit 2) …` and "No problems found."
+    result = invoke("--no-facts", *strict, "--from-command", "--", "sh", "-c", "echo compiling; exit 2")
+    assert result.exit_code == 2  # the command's own code, under --strict too
+    lines = result.stdout.splitlines()
+    assert lines[0] == "compiling"
+    assert lines[1] == "[!] output of `sh -c 'echo compiling; exit 2'`: the command failed (exit 2); no known setup cause found"
+    assert lines[2] == "    ! the command failed (exit 2), and its output shows no known setup cause [command.failed]"
+    assert "No problems found." not in result.stdout and "0 errors, 1 warning" in result.stdout
+    report = json.loads(invoke("--no-facts", "--json", *strict, "--from-command", "--", "sh", "-c", "exit 2").stdout)
+    assert (report["exit_code"], report["ok"]) == (2, False)
+    assert [(f["id"], f["level"]) for f in report["findings"]] == [("command.failed", "warning")]
+
+
+def test_the_command_line_is_shown_as_a_shell_would_take_it_back():
+    # a plain join showed `sh -c echo hi; kill -9 $$`: three commands, not one
+    result = invoke("--no-facts", "--from-command", "--", "sh", "-c", "echo hi; kill -9 $$")
+    assert result.exit_code == 137
+    assert "[!] output of `sh -c 'echo hi; kill -9 $$'`: the command failed (killed by signal 9 (SIGKILL))" in result.stdout
+    assert "fix: read the first error in the output of sh -c 'echo hi; kill -9 $$' (above)" in result.stdout
 
 
 def test_from_command_timeout_exits_124():
@@ -342,9 +365,9 @@ def test_from_command_says_when_it_read_only_the_start_of_the_output(monkeypatch
     code = f"import sys; print('x' * 200_000); print({LOADER_LINE!r}); sys.exit(2)"
     result = invoke("--no-facts", "--json", "--from-command", "--", *python(code))
     report = json.loads(result.stdout)
-    assert report["findings"] == [] and result.exit_code == 2
+    assert [f["id"] for f in report["findings"]] == ["command.failed"] and result.exit_code == 2
     (area,) = report["areas"]
-    assert area["summary"] == ("the command failed (exit 2); no known setup problem found; only its first 64.0 KiB "
+    assert area["summary"] == ("the command failed (exit 2); no known setup cause found; only its first 64.0 KiB "
                                "were read, the limit for a log; 131.4 KiB more were passed on unread")
     assert report["facts"]["command"]["output_read"] == 64 << 10
     assert report["facts"]["command"]["output_unread"] == 200_001 + len(LOADER_LINE) + 1 - (64 << 10)
