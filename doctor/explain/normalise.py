@@ -4,8 +4,10 @@ Logs reach `doctor explain` through terminals, CI runners, torchrun, Docker Buil
 trackers, each of which dresses the lines the tools printed. The engine undoes that without
 moving a line, so a finding's line numbers are the log's own:
 
-- `clean` (whole log, only when needed): ANSI colour codes go; CR LF and a lone CR (progress
-  bars) both end a line.
+- `clean` (whole log, only when needed): terminal escape sequences go (ECMA-48: a CSI with any
+  parameters, `ESC[38:5:196m` colon colours included; nF escapes such as tput sgr0's `ESC ( B`;
+  OSC/DCS/SOS/PM/APC strings ended by BEL or ST, such as GCC's OSC 8 links round a diagnostic's
+  URL; single-character escapes); CR LF and a lone CR (progress bars) both end a line.
 - `clean_line` (only the lines a needle hit, so a 100 MB log is never copied): a prefix a
   runner put before the tool's text goes: CI timestamps (`2024-05-01T10:11:12.1234Z`),
   torchrun's `[rank3]:` / `[default0]:`, BuildKit's `#12 45.6`, GitHub's `##[error]`, a log
@@ -30,7 +32,11 @@ from __future__ import annotations
 
 import re
 
-ANSI = re.compile(rb"\x1b(?:\[[0-9;?]*+[A-Za-z]|\][^\x07\x1b\n]*+\x07)")
+# ECMA-48 (5th ed.) 5.3-5.6 and ISO 2022: CSI = ESC [, parameter bytes 0x30-0x3F (digits, `:` `;` `<=>?`),
+# intermediate bytes 0x20-0x2F, one final byte 0x40-0x7E; a control string (OSC ESC ], DCS ESC P, SOS ESC X,
+# PM ESC ^, APC ESC _) runs to ST (ESC \\) or, for OSC, xterm's BEL; an nF escape is intermediates and a
+# final byte 0x30-0x7E (`ESC ( B`); any other escape is one byte 0x30-0x7E. None spans a line end.
+ANSI = re.compile(rb"\x1b(?:\[[0-?]*+[ -/]*+[@-~]|[\]PX^_][^\x07\x1b\n]*+(?:\x07|\x1b\\)|[ -/]++[0-~]|[0-~])")
 # One runner prefix; `clean_line` strips any run of them at the line start. Each alternative
 # is a literal start followed by bounded classes, so a line costs a few steps.
 _STAMP = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?Z?[ \t]"  # CI timestamp

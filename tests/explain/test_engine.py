@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -50,6 +51,23 @@ def test_crlf_and_colour_codes_are_normalised():
     (finding,) = explain_text(text)
     assert finding.evidence[0].source == "log:2"
     assert "\x1b" not in finding.detail and "\r" not in finding.detail
+
+
+@pytest.mark.parametrize("dressed", [
+    # tput sgr0 ends bold with ESC ( B (an nF escape: designate US-ASCII) before ESC [ m
+    "main.cpp:1:10: fatal error: \x1b[1mtorch/torch.h\x1b(B\x1b[m: No such file or directory",
+    # colon-form SGR parameters (ITU T.416): 256-colour red
+    "main.cpp:1:10: \x1b[38:5:196mfatal error:\x1b[0m torch/torch.h: No such file or directory",
+    # an OSC 8 hyperlink ended by ST (ESC \\), the form GCC writes its diagnostic URLs in with GCC_URLS=st
+    "main.cpp:1:10: fatal error: \x1b]8;;file:///usr/include/torch/torch.h\x1b\\torch/torch.h\x1b]8;;\x1b\\: "
+    "No such file or directory",
+    # a DCS string ended by ST, then a single-character escape (ESC 7: save the cursor)
+    "\x1bP1$r0m\x1b\\\x1b7main.cpp:1:10: fatal error: torch/torch.h: No such file or directory",
+], ids=["nF-sgr0", "colon-sgr", "osc8-st", "dcs-and-fe"])
+def test_every_kind_of_escape_sequence_is_read_through(dressed):
+    (finding,) = explain_text("noise\n" + dressed + "\n")
+    assert finding.id == "headers.missing" and finding.evidence[0].source == "log:2"
+    assert finding.evidence[0].excerpt == HEADER
 
 
 def test_a_context_sign_alone_is_not_a_finding():
