@@ -30,12 +30,12 @@ from collections import Counter
 from collections.abc import Iterable
 from bisect import bisect_left, bisect_right
 from itertools import accumulate, compress, count, repeat
-from operator import add, attrgetter, getitem
+from operator import add, attrgetter, getitem, sub
 from dataclasses import field
 
 from doctor.explain.advisors import advise
-from doctor.explain.normalise import (DIGITS_ALIKE, PREFIXES_BYTES, STAMP_BYTES, clean_line, prefix_overlap,
-                                      wrap_candidate)
+from doctor.explain.normalise import (DIGITS_ALIKE, PREFIXES_BYTES, STAMP_BYTES, STAMP_CHARS, clean_line,
+                                      join_wrapped, prefix_overlap, wrap_candidate)
 from doctor.explain.patterns import ORDER, RULES, TABLE, Rule, Sign
 from doctor.formats import clip
 from doctor.model import Evidence, Finding, Level
@@ -190,14 +190,14 @@ def _mend(data: bytes, start: int, end: int, lineno: int, probe: str, signs: lis
         before = data.rfind(b"\n", 0, start - 1) + 1
         prev = data[before:start - 1][-MAX_LINE:]
         if wrap_candidate(prev):
-            joined = clean_line(prev.decode("utf-8", "replace")) + probe
+            joined = join_wrapped(clean_line(prev.decode("utf-8", "replace")), probe)
             found = _joined_match(joined, signs)
             if found:
                 return joined, lineno - 1, found
     if end < len(data) and wrap_candidate(data[start:end]):
         after = data.find(b"\n", end + 1)
         nxt = data[end + 1:after if after != -1 else len(data)][:MAX_LINE]
-        joined = probe + clean_line(nxt.decode("utf-8", "replace"))
+        joined = join_wrapped(probe, clean_line(nxt.decode("utf-8", "replace")))
         found = _joined_match(joined, signs)
         if found:
             return joined, lineno, found
@@ -393,9 +393,10 @@ _NO_NEEDLE = (0, "", (), frozenset(), frozenset())
 _OVERLAPS: tuple | None = None
 
 
-def _overlaps() -> tuple[tuple[tuple[bytes, int], ...], tuple[bytes, ...]]:
+def _overlaps() -> tuple[tuple[tuple[bytes, int], ...], tuple[bytes, ...], tuple[bytes, ...]]:
     """The needles that could begin inside a runner prefix: (needle, i) where needle[:i] could end
-    one, and the needles that could lie wholly inside one (normalise.prefix_overlap)."""
+    one, the needles that could lie wholly inside one (normalise.prefix_overlap), and those of them
+    that could lie inside a CI timestamp (made of its characters only)."""
     global _OVERLAPS
     if _OVERLAPS is None:
         cuts, inside = [], []
@@ -404,7 +405,7 @@ def _overlaps() -> tuple[tuple[tuple[bytes, int], ...], tuple[bytes, ...]]:
             cuts += [(needle, i) for i in lengths]
             if within:
                 inside.append(needle)
-        _OVERLAPS = (tuple(cuts), tuple(inside))
+        _OVERLAPS = (tuple(cuts), tuple(inside), tuple(n for n in inside if set(n) <= STAMP_CHARS))
     return _OVERLAPS
 
 
@@ -470,8 +471,9 @@ class _Keys:
                 self.suspect.add(key)
 
 
-def _keys_of(lines: list[bytes]) -> list[bytes]:
-    """Each line's key: the line itself, or "\\n" + what follows a run of whole runner prefixes.
+def _keys_of(lines: list[bytes]) -> tuple[list[bytes], bool]:
+    """Each line's key: the line itself, or "\\n" + what follows a run of whole runner prefixes;
+    and whether every key was cut right after a CI timestamp.
 
     Where every line of the chunk starts with a CI timestamp of one shape (digits aside), the
     key is cut after it with slices at C speed (a third of the prefix regex's cost); the text
@@ -484,8 +486,8 @@ def _keys_of(lines: list[bytes]) -> list[bytes]:
         shape = lines[0][cut].translate(DIGITS_ALIKE)
         if lines[-1][cut].translate(DIGITS_ALIKE) == shape and \
                 set(map(bytes.translate, map(getitem, lines, repeat(cut)), repeat(DIGITS_ALIKE))) == {shape}:
-            return list(map(add, repeat(b"\n"), map(getitem, lines, repeat(slice(stamp.end(), None)))))
-    return list(map(PREFIXES_BYTES.sub, repeat(b"\n"), lines))  # (a partial would cost a third more)
+            return list(map(add, repeat(b"\n"), map(getitem, lines, repeat(slice(stamp.end(), None))))), True
+    return list(map(PREFIXES_BYTES.sub, repeat(b"\n"), lines)), False  # (a partial would cost a third more)
 
 
 def _dense(data: bytes, begin: int, stop_at: int, base: int, led: _Ledger, known: _Keys) -> tuple[int, int, int] | None:
@@ -505,21 +507,27 @@ def _dense(data: bytes, begin: int, stop_at: int, base: int, led: _Ledger, known
         lines.pop()
     if not lines or max(map(len, lines)) > MAX_LINE:
         return None
-    keys = _keys_of(lines)
+    keys, stamped = _keys_of(lines)
     starts = None  # where each line starts in chunk
     # A needle that begins inside a line's prefixes is in the raw line, not in its key: that line
-    # keeps its raw key. One that could lie wholly inside them is looked for in the chunk...
-    cuts, inside = _overlaps()
-    for needle in inside:
-        q = chunk.find(needle)
-        while q != -1:
-            if starts is None:
-                starts = list(map(add, accumulate(map(len, lines), initial=0), count()))
-            index = bisect_right(starts, q) - 1
-            key = keys[index]
-            if key[:1] == b"\n" and q - starts[index] < len(lines[index]) - len(key) + 1:  # where the key cut
+    # keeps its raw key. One that could lie wholly inside them is looked for in the text before the
+    # keys, one line's after another's (where every key was cut after a timestamp, only one made of
+    # a timestamp's characters); one that begins inside them and runs on past them, below...
+    cuts, inside, inside_stamp = _overlaps()
+    wholly = inside_stamp if stamped else inside
+    if wholly:
+        # (a raw key leaves its line's first byte: shorter than any needle)
+        cut_at = list(map(add, map(sub, map(len, lines), map(len, keys)), repeat(1)))
+        heads = b"\n".join(map(getitem, lines, map(slice, repeat(None), cut_at)))
+        head_starts = None
+        for needle in wholly:
+            q = heads.find(needle)
+            while q != -1:
+                if head_starts is None:
+                    head_starts = list(map(add, accumulate(cut_at, initial=0), count()))
+                index = bisect_right(head_starts, q) - 1
                 keys[index] = lines[index]
-            q = chunk.find(needle, q + 1)
+                q = heads.find(needle, q + 1)
     counts = Counter(keys)
     known.learn(counts.keys())
     # ...one that runs on past them can only where the text after them goes on as it does

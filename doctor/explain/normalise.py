@@ -9,17 +9,20 @@ moving a line, so a finding's line numbers are the log's own:
   OSC/DCS/SOS/PM/APC strings ended by BEL or ST, such as GCC's OSC 8 links round a diagnostic's
   URL; single-character escapes); CR LF and a lone CR (progress bars) both end a line.
 - `clean_line` (only the lines a needle hit, so a 100 MB log is never copied): a prefix a
-  runner put before the tool's text goes: CI timestamps (`2024-05-01T10:11:12.1234Z`),
-  torchrun's `[rank3]:` / `[default0]:`, BuildKit's `#12 45.6`, GitHub's `##[error]`, a log
-  viewer's `[1763]`, cargo's `cargo:warning=`, `> ` quote markers, in any combination; and
-  typographic quotes (‘ ’ “ ” and their low/reversed forms) become ASCII ones.
+  runner put before the tool's text goes: CI timestamps (`2024-05-01T10:11:12.1234Z`) and GitLab
+  Runner's stream header after them (`00O `), Jenkins Timestamper's `[2024-05-01T10:11:12.123Z]`
+  and `10:11:12`, docker compose's `svc  | `, torchrun's `[rank3]:` / `[default0]:`, BuildKit's
+  `#12 45.6`, GitHub's `##[error]`, a log viewer's `[1763]`, cargo's `cargo:warning=`, `> ` quote
+  markers, in any combination; and typographic quotes (‘ ’ “ ” and their low/reversed forms)
+  become ASCII ones.
 - `quote_variants`: the needles (literal prefilters, matched on the raw log) get their
   typographic twins, so a pasted ‘torch/torch.h’ is found before it is mended.
 - `wrap_candidate`: a needle line no regex matched is tried joined to the line before or after
   it when that line could have been broken by a terminal or tracker (long, ends mid-text or in
   one blank): a path split across two lines, `Error loading "…fbgemm.dll"` broken after the
   quote, R's ``version `GLIBCXX_3.4.20' `` ending one line and `not found` starting the next.
-  The hit keeps the first line's number.
+  The hit keeps the first line's number; the indentation both lines start with is dropped from the
+  second (`join_wrapped`).
 
 A cut-off line ("No such file or dire") needs nothing here: the patterns match on what is there.
 
@@ -38,11 +41,27 @@ import re
 # final byte 0x30-0x7E (`ESC ( B`); any other escape is one byte 0x30-0x7E. None spans a line end.
 ANSI = re.compile(rb"\x1b(?:\[[0-?]*+[ -/]*+[@-~]|[\]PX^_][^\x07\x1b\n]*+(?:\x07|\x1b\\)|[ -/]++[0-~]|[0-~])")
 # One runner prefix; `clean_line` strips any run of them at the line start. Each alternative
-# is a literal start followed by bounded classes, so a line costs a few steps.
-_STAMP = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?Z?[ \t]"  # CI timestamp
+# is a literal start followed by bounded classes, so a line costs a few steps. ASCII classes only
+# (no \w): PREFIXES_BYTES below must not strip more of a line than PREFIXES does.
+_STAMP = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?Z?[ \t]"  # CI timestamp (GitHub Actions, Azure)
 _PREFIX = (
     _STAMP
-    + r"|\[(?:rank|default)\d{1,6}\]:[ \t]?"  # torchrun --tee / local_ranks_filter
+    # Jenkins Timestamper plugin, Pipeline builds: '[' yyyy-MM-dd'T'HH:mm:ss.SSS'Z' '] ' before every line
+    # (jenkinsci/timestamper-plugin, pipeline/GlobalDecorator.java)
+    + r"|\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z\][ \t]"
+    # ... and its console view, copied from the page: system clock HH:mm:ss (the default) or elapsed
+    # HH:mm:ss.S, then a blank or two (timestamper-plugin README: "21:51:15  Started by user anonymous")
+    r"|\d\d:\d\d:\d\d(?:\.\d{1,3})?[ \t]{1,2}"
+    # docker compose up / logs: the container name padded to the longest one, then ' | ' (docker/compose
+    # cmd/formatter/logs.go, presenter.setPrefix: "%-*s | "); a name starts with a letter (a compiler's
+    # source excerpt, "  12 | #include …", starts with digits)
+    r"|[A-Za-z][A-Za-z0-9_.-]{0,127} {1,64}\|[ \t]"
+    # GitLab Runner's FF_TIMESTAMPS header after its timestamp: the stream number (2 hex digits), O or E
+    # (stdout, stderr), then '+' for a continued line or ' ' (gitlab-org/gitlab lib/gitlab/ci/trace/stream.rb,
+    # TIMESTAMP_HEADER_REGEX). A prefix of its own, not part of _STAMP: the dense path cuts a line after its
+    # timestamp and strips what follows as clean_line would, so each prefix must strip alone.
+    r"|[0-9a-f]{2}[EO][+ ]"
+    r"|\[(?:rank|default)\d{1,6}\]:[ \t]?"  # torchrun --tee / local_ranks_filter
     r"|#\d{1,5}[ \t]\d{1,6}\.\d{1,3}[ \t]"  # Docker BuildKit step and seconds
     r"|##\[[a-z]{1,10}\]"  # GitHub Actions annotations
     r"|\[\d{1,7}\][ \t]"  # a log viewer's line numbers
@@ -56,6 +75,7 @@ PREFIXES_BYTES = re.compile(PREFIXES.pattern.encode())
 # The first prefix alone (the CI timestamp, what most prefixed logs carry), and digits made alike:
 # every digit in these patterns is a \d, so lines equal but for their digits match alike.
 STAMP_BYTES = re.compile(_STAMP.encode())
+STAMP_CHARS = frozenset(b"0123456789T:.,Z \t-")  # every byte a match of STAMP_BYTES can hold
 DIGITS_ALIKE = bytes.maketrans(b"0123456789", b"0000000000")
 QUOTES = str.maketrans({"‘": "'", "’": "'", "‚": "'", "‛": "'", "“": '"', "”": '"', "„": '"', "‟": '"'})
 # A wrapped line is long and ends mid-text (a terminal's break) or in one blank (a word wrap, as R
@@ -64,16 +84,22 @@ WRAP_MIN = 60
 # A superset of every tail of one prefix, and of every head: a needle that could begin inside
 # a prefix (found in the raw line, not in the text after the prefixes) is one the dense path
 # looks at occurrence by occurrence (prefix_overlap).
-_TAIL = (rb"(?:[0-9T:.,Z -]*[ \t]|(?:\[?(?:r?a?n?k?|d?e?f?a?u?l?t?)[0-9]{0,6}\])?:[ \t]?|[#0-9 \t.]*[ \t]"
-         rb"|#?#?\[?[a-z]{0,10}\]|\[?[0-9]{0,7}\][ \t]"
+_TAIL = (rb"(?:[0-9T:.,Z -]*[ \t]|(?:[0-9a-f]{0,2}[EO])?[+ ]|\[?[0-9T:.,Z-]*\][ \t]"
+         rb"|(?:\[?(?:r?a?n?k?|d?e?f?a?u?l?t?)[0-9]{0,6}\])?:[ \t]?|[#0-9 \t.]*[ \t]|#?#?\[?[a-z]{0,10}\]"
+         rb"|[A-Za-z0-9_.-]* *\|[ \t]"
          rb"|(?:(?:(?:(?:(?:(?:(?:(?:(?:(?:(?:(?:(?:c?a)?r)?g)?o)?:)?w)?a)?r)?n)?i)?n)?g)?=)|>[ \t]?|[ \t]+)")
-_HEAD = (rb"(?:[0-9T:.,Z -]*|\[[a-z]{0,7}[0-9]{0,6}\]?:?|#[0-9 \t.]*|##?\[?[a-z]{0,10}|\[[0-9]{0,7}\]?"
+_HEAD = (rb"(?:[0-9T:.,Z \t-]*|[0-9a-f]{1,2}[EO]?|\[[0-9T:.,Z-]*\]?|\[[a-z]{0,7}[0-9]{0,6}\]?:?|#[0-9 \t.]*"
+         rb"|##?\[?[a-z]{0,10}|[A-Za-z][A-Za-z0-9_.-]* *\|?"
          rb"|c(?:a(?:r(?:g(?:o(?::(?:w(?:a(?:r(?:n(?:i(?:n(?:g)?)?)?)?)?)?)?)?)?)?)?)?|>)")
 _STRADDLE = re.compile(_TAIL + rb"(?:" + _PREFIX.encode() + rb")*")
 _INSIDE = re.compile(rb"(?:" + _TAIL + rb")?(?:" + _PREFIX.encode() + rb")*" + _HEAD + rb"?")
-_ALT_CHARS = tuple(frozenset(c) for c in (b"0123456789T:.,Z \t-", b"[rankdefault0123456789]: \t", b"#0123456789 \t.",
-                                          b"#[abcdefghijklmnopqrstuvwxyz]", b"[0123456789] \t", b"cargo:warning=",
-                                          b"> \t"))
+# What could lie inside one prefix, touching neither of its ends: its characters (a docker compose
+# name's are most of ASCII, so that one is its shape instead)
+_ALT_CHARS = (STAMP_CHARS, *(frozenset(c) for c in (b"[]0123456789T:.,Z \t-", b"0123456789abcdefEO+ ",
+                                                    b"[rankdefault0123456789]: \t", b"#0123456789 \t.",
+                                                    b"#[abcdefghijklmnopqrstuvwxyz]", b"[0123456789] \t",
+                                                    b"cargo:warning=", b"> \t")))
+_MIDDLE = re.compile(rb"[A-Za-z0-9_.-]* *(?:\|[ \t]?)?")
 
 
 # Byte-order marks, the longer first (UTF-32LE's starts with UTF-16LE's): the codec that reads
@@ -167,7 +193,7 @@ def clean(data: bytes) -> bytes:
 
 def clean_line(line: str) -> str:
     """One line as the tool printed it: runner prefixes off, typographic quotes ASCII."""
-    if line[:1] in "0123456789[#>c \t":
+    if line[:1].isascii():  # every prefix starts with an ASCII character
         line = PREFIXES.sub("", line, count=1)
     # translate() walks the line char by char through a dict: skip it where no quote can be
     return line if line.isascii() else line.translate(QUOTES)
@@ -193,11 +219,19 @@ def wrap_candidate(line: bytes) -> bool:
     return len(line) >= WRAP_MIN and line[-2:] not in (b"  ", b" \t", b"\t ", b"\t\t")
 
 
+def join_wrapped(first: str, second: str) -> str:
+    """Two lines a wrap broke (each as `clean_line` left it), as one. The indentation both start with
+    is not text of the message: a paste, a CI step or a tool indents every line it prints (a tab-
+    indented R message wrapped after its blank is "\t…GLIBCXX_3.4.20' " then "\tnot found …")."""
+    indent = first[:len(first) - len(first.lstrip(" \t"))]
+    return first + (second[len(indent):] if indent and second.startswith(indent) else second)
+
+
 def prefix_overlap(needle: bytes) -> tuple[tuple[int, ...], bool]:
     """How a needle could begin inside a runner prefix (found in the raw line, not in the text
     after the prefixes): the lengths i for which needle[:i] could end a prefix (the needle runs
     on past it), and whether it could lie wholly inside one. Supersets."""
     cuts = tuple(i for i in range(1, len(needle)) if _STRADDLE.fullmatch(needle[:i]))
     inside = (bool(_STRADDLE.fullmatch(needle)) or bool(_INSIDE.fullmatch(needle))
-              or any(set(needle) <= chars for chars in _ALT_CHARS))
+              or any(set(needle) <= chars for chars in _ALT_CHARS) or bool(_MIDDLE.fullmatch(needle)))
     return cuts, inside

@@ -22,9 +22,12 @@ from doctor.explain.normalise import PREFIXES_BYTES, prefix_overlap
 LOGS = Path(__file__).resolve().parents[2] / "tests/fixtures/logs"
 RUNNER = [b"", b"2026-11-30T21:00:%02d.%dZ ", b"2026-11-30 21:00:%02d,%d\t", b"[rank%d]: ", b"[default%d]:",
           b"#%d 4.%d ", b"##[error]", b"[%d] ", b"cargo:warning=", b"> ", b">", b"  ", b"\t> [rank%d]: ",
-          b"2026-11-30T21:00:0\xd9\xa3Z ", b"2026-11-30T21:00:%02dZ", b"##[warning]> "]
+          b"2026-11-30T21:00:0\xd9\xa3Z ", b"2026-11-30T21:00:%02dZ", b"##[warning]> ",
+          b"[2026-11-30T21:00:%02d.%dZ] ", b"21:00:%02d  ", b"21:00:%02d.%d ", b"2026-11-30T21:00:%02d.%dZ 0%dO ",
+          b"2026-11-30T21:00:%02d.%dZ 00E+", b"web-%d  | ", b"python.exe    | ", b"\t", b"app | \t"]
 # texts that start where a prefix ends and could be read as more prefix, or a needle's tail
-EDGES = [b"is incompatible with ", b"needed by foo", b"\xd9\xa3 x", b"[rank1]: x", b"12 files ", b"errno: 98 x", b""]
+EDGES = [b"is incompatible with ", b"needed by foo", b"\xd9\xa3 x", b"[rank1]: x", b"12 files ", b"errno: 98 x", b"",
+         b"01O x", b"10E+5 ", b"12:00:01 x", b"LNK1104  | x", b"EADDRINUSE ", b"\t"]
 
 
 def corpus_hit_lines() -> list[bytes]:
@@ -127,7 +130,8 @@ def test_lines_behind_one_timestamp_shape_are_keyed_after_it(hits, seed):
     follows may be more prefixes, a needle's tail, non-ASCII digits, or a wrapped line."""
     rng = random.Random(seed)
     shape = (b"2026-11-30T21:%02d:%02d.%07dZ ", b"2026-11-30 21:%02d:%02d,%03d\t", b"2026-11-30T21:%02d:%02d.%dZ ")[seed]
-    inner = [b"", b"", b"", b"[rank3]: ", b"> ", b"##[error]", b"\xd9\xa3 ", b"  ", b"cargo:warning=", b"#4 1.5 "]
+    inner = [b"", b"", b"", b"[rank3]: ", b"> ", b"##[error]", b"\xd9\xa3 ", b"  ", b"cargo:warning=", b"#4 1.5 ",
+             b"00O ", b"01E+", b"svc-1  | ", b"python.exe  | ", b"\t", b"12:00:01  "]
     out = []
     for _ in range(15_000):
         stamp = shape % (rng.randrange(60), rng.randrange(60), rng.randrange(1000))
@@ -160,6 +164,16 @@ def test_a_repeated_error_is_counted_with_its_first_lines_numbered(hits):
     assert report([match], data) == report(group(scan(data)), data)
 
 
+def compose_name(rng: random.Random) -> bytes:
+    """A docker compose container name: a letter, then letters, digits, '_', '.', '-'; often holding a
+    needle's words, the names most likely to hide one."""
+    allowed = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
+    word = bytes(c for c in rng.choice(NEEDLES) if c in allowed)
+    cut = rng.randrange(len(word) + 1)
+    middle = word[cut:cut + rng.randrange(1, 30)] if rng.random() < 0.7 else b""
+    return bytes([rng.choice(allowed[:52])]) + middle + bytes(rng.choice(allowed) for _ in range(rng.randrange(3)))
+
+
 def sample_prefix(rng: random.Random) -> bytes:
     """One run of runner prefixes as normalise's pattern reads them."""
     pieces = [b"%04d-%02d-%02d%s%02d:%02d:%02d%s%s%s" % (
@@ -170,7 +184,15 @@ def sample_prefix(rng: random.Random) -> bytes:
               b"[%s%d]:%s" % (rng.choice((b"rank", b"default")), rng.randrange(10**4), rng.choice((b"", b" ", b"\t"))),
               b"#%d %d.%d " % (rng.randrange(10**4), rng.randrange(10**4), rng.randrange(100)),
               b"##[%s]" % bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randrange(1, 11))),
-              b"[%d] " % rng.randrange(10**7), b"cargo:warning=", rng.choice((b">", b"> ", b">\t"))]
+              b"[%d] " % rng.randrange(10**7), b"cargo:warning=", rng.choice((b">", b"> ", b">\t")),
+              b"[%04d-%02d-%02dT%02d:%02d:%02d%sZ]%s" % (
+                  rng.randrange(10**4), rng.randrange(100), rng.randrange(100), rng.randrange(100), rng.randrange(100),
+                  rng.randrange(100), rng.choice((b"", b".%d" % rng.randrange(10**9))), rng.choice((b" ", b"\t"))),
+              b"%02d:%02d:%02d%s%s" % (rng.randrange(100), rng.randrange(100), rng.randrange(100),
+                                       rng.choice((b"", b".%d" % rng.randrange(1000))),
+                                       rng.choice((b" ", b"\t", b"  ", b" \t"))),
+              b"%02x%s%s" % (rng.randrange(256), rng.choice((b"O", b"E")), rng.choice((b" ", b"+"))),
+              compose_name(rng) + b" " * rng.randrange(1, 5) + rng.choice((b"| ", b"|\t"))]
     return b" " * rng.randrange(2) + b"".join(rng.choice(pieces) for _ in range(rng.randrange(1, 4)))
 
 

@@ -138,6 +138,32 @@ def test_runner_prefixes_and_colour_are_read_through(dress):
         assert found[0].evidence[0].source == "x:2"
 
 
+# CI runners' and tools' own prefixes on every line, each as its source writes it (doctor/explain/normalise.py)
+CI_PREFIXES = {
+    "jenkins-pipeline": "[2024-01-01T00:00:00.123Z] ",  # Timestamper plugin in a Pipeline build
+    "jenkins-console": "12:34:56  ",  # Timestamper's console view, its default HH:mm:ss
+    "jenkins-elapsed": "00:00:01.5 ",  # ... showing the elapsed time
+    "gitlab": "2024-01-01T00:00:00.123456Z 00O ",  # GitLab Runner with FF_TIMESTAMPS
+    "gitlab-stderr": "2024-01-01T00:00:00.123456Z 01E ",
+    "compose": "svc  | ",  # docker compose up / logs
+    "compose-v2": "myproject-web-1  | ",
+    "tab": "\t",  # an indented paste or CI step
+    "compose-and-tab": "trainer  | \t",
+}
+
+
+@pytest.mark.parametrize("prefix", CI_PREFIXES.values(), ids=CI_PREFIXES.keys())
+@pytest.mark.parametrize("file", ["cuda.arch-unsupported--xinference-3603.log", "glibc.too-old--mlverse-torch-866.log"])
+def test_ci_prefixes_on_every_line_are_read_through(file, prefix):
+    """A sign anchored at the line start (the GPU name before "with CUDA capability", read up to
+    a ':'), and R's message word-wrapped after a blank, read behind each prefix as without it."""
+    data = (LOGS / file).read_bytes()
+    dressed = b"".join(prefix.encode() + ln for ln in data.splitlines(keepends=True))
+    want = file.split("--")[0]
+    assert ids(data) == [want]
+    assert ids(dressed) == [want], dressed[:200]
+
+
 def test_typographic_quotes_match_like_ascii_ones():
     raw = line("version.mismatch--tch-rs-671.log", "is not a member of")  # gcc's own ‘…’
     assert "‘" in raw
