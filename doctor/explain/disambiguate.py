@@ -11,7 +11,9 @@ evidence, strongest first:
    `Caffe2: CUDA detected` say CUDA; `+cpu`, `libtorch-…-cpu`, `/cpu/libtorch` say CPU;
 3. where the error was raised: a Python traceback means torch's own extension module, which
    always links torch_cuda when the build has it, so the build is CPU-only (0.4–1.0 CPU
-   builds raised the ATen_cuda message: pytorch#11430);
+   builds raised the ATen_cuda message: pytorch#11430); so does a proving line that is Python's
+   own `RuntimeError: Cannot initialize CUDA …`, read as the signs read it (runner prefixes,
+   indentation and a byte-order mark off: doctor/explain/normalise.py), not in the raw log;
 4. none of these: the table's own order (link.as-needed, the rarer and more specific cause,
    folds cuda.not-compiled) stands, and the finding says the log could not decide.
 
@@ -31,8 +33,9 @@ PAIR = ("link.as-needed", "cuda.not-compiled")
 _CUDA_BUILD = re.compile(rb"\+cu\d{2,3}\b|\bcu\d{3}\b|libtorch_cuda\w*\.so|torch_cuda\w*\.(?:dll|lib)|"
                          rb"Caffe2: CUDA detected|TORCH_CUDA_VERSION=cu\d+")
 _CPU_BUILD = re.compile(rb"\+cpu\b|libtorch[\w.-]*-cpu\b|/cpu/libtorch|libtorch-[\w.-]*%2Bcpu")
-_PYTHON = re.compile(rb"Traceback \(most recent call last\)|<ipython-input-|^RuntimeError: Cannot initialize CUDA|"
-                     rb"site-packages[\\/]torch[\\/]nn[\\/]", re.M)
+_PYTHON = re.compile(rb"Traceback \(most recent call last\)|<ipython-input-|site-packages[\\/]torch[\\/]nn[\\/]")
+# Python's own words for the ATen_cuda error, at the start of a proving line as the signs read it
+_PYTHON_RAISED = "RuntimeError: Cannot initialize CUDA"
 
 
 _RE2: dict = {}
@@ -43,9 +46,9 @@ def search(pattern: re.Pattern[bytes], data: bytes, pos: int = 0, endpos: int | 
 
     The stdlib engine tries these alternations at every byte that could start one: 1.1 s for
     `_CPU_BUILD` and 2.6 s for `_PYTHON` over a 100 MB log without a match; RE2 runs them as a
-    DFA, linear at ~1 GB/s. Same answer: the patterns use literals, ASCII classes (\\d, \\w),
-    \\b and `^` under re.M, which both engines read alike, and both take the leftmost match and,
-    there, the first alternative (tests/explain/test_collect.py compares them).
+    DFA, linear at ~1 GB/s. Same answer: the patterns use literals, ASCII classes (\\d, \\w)
+    and \\b, which both engines read alike, and both take the leftmost match and, there, the
+    first alternative (tests/explain/test_collect.py compares them).
     """
     compiled = _RE2.get(pattern)
     if compiled is None:
@@ -54,7 +57,7 @@ def search(pattern: re.Pattern[bytes], data: bytes, pos: int = 0, endpos: int | 
         options = re2.Options()
         options.encoding = re2.Options.Encoding.LATIN1
         options.max_mem = 64 << 20
-        compiled = _RE2[pattern] = re2.compile((b"(?m)" if pattern.flags & re.M else b"") + pattern.pattern, options)
+        compiled = _RE2[pattern] = re2.compile(pattern.pattern, options)
     return compiled.search(data, pos, len(data) if endpos is None else endpos)
 
 
@@ -74,7 +77,7 @@ def build_words(data: bytes) -> dict[str, object]:
     while left := tuple(k for k in _KINDS if k not in found):
         pattern = _ANY.get(left)
         if pattern is None:
-            pattern = _ANY[left] = re.compile(b"|".join(b"(?:" + _KINDS[k].pattern + b")" for k in left), re.M)
+            pattern = _ANY[left] = re.compile(b"|".join(b"(?:" + _KINDS[k].pattern + b")" for k in left))
         m = search(pattern, data, pos)
         if m is None:
             break
@@ -114,8 +117,9 @@ def variant_of(facts) -> str | None:
     return None
 
 
-def decide(data: bytes, facts=None) -> Decision | None:
-    """Which of the pair a log that shows one of them means; None when nothing decides."""
+def decide(data: bytes, facts=None, hits=()) -> Decision | None:
+    """Which of the pair a log that shows one of them means; None when nothing decides. `hits`: the
+    pair's proving lines (engine.Hit), as the signs read them."""
     variant = variant_of(facts)
     if variant == "cpu":
         return Decision("cuda.not-compiled", f"the active libtorch is a CPU build ({facts.install.label})")
@@ -128,9 +132,11 @@ def decide(data: bytes, facts=None) -> Decision | None:
     if cpu and not cuda:
         return Decision("cuda.not-compiled", f"the log names a CPU build: {_shown(cpu)}")
     python = words.get("python")
-    if python:
+    shown = _shown(python) if python else next(
+        (f"'{_PYTHON_RAISED}'" for h in hits if h.line.startswith(_PYTHON_RAISED)), None)
+    if shown:
         return Decision("cuda.not-compiled", "the error comes from Python torch, whose extension always links "
-                        f"torch_cuda when the build has it ({_shown(python)})")
+                        f"torch_cuda when the build has it ({shown})")
     return None
 
 
@@ -183,7 +189,7 @@ class LookAlikes:
 
 
 LOOK_ALIKES = (
-    LookAlikes(PAIR, ambiguous, lambda data, facts, hits: decide(data, facts),
+    LookAlikes(PAIR, ambiguous, decide,
                "chosen by: the table's order; neither this machine's facts nor the log show whether the libtorch is "
                "a CPU or a CUDA build"),
     LookAlikes(TORCH_C, lambda lines: True, lambda data, facts, hits: decide_torch_c(hits),

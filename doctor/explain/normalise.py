@@ -8,13 +8,13 @@ moving a line, so a finding's line numbers are the log's own:
   parameters, `ESC[38:5:196m` colon colours included; nF escapes such as tput sgr0's `ESC ( B`;
   OSC/DCS/SOS/PM/APC strings ended by BEL or ST, such as GCC's OSC 8 links round a diagnostic's
   URL; single-character escapes); CR LF and a lone CR (progress bars) both end a line.
-- `clean_line` (only the lines a needle hit, so a 100 MB log is never copied): a prefix a
-  runner put before the tool's text goes: CI timestamps (`2024-05-01T10:11:12.1234Z`) and GitLab
-  Runner's stream header after them (`00O `), Jenkins Timestamper's `[2024-05-01T10:11:12.123Z]`
-  and `10:11:12`, docker compose's `svc  | `, torchrun's `[rank3]:` / `[default0]:`, BuildKit's
-  `#12 45.6`, GitHub's `##[error]`, a log viewer's `[1763]`, cargo's `cargo:warning=`, `> ` quote
-  markers, in any combination; and typographic quotes (‘ ’ “ ” and their low/reversed forms)
-  become ASCII ones.
+- `clean_line` (only the lines a needle hit, so a 100 MB log is never copied): a UTF-8
+  byte-order mark goes, and so does a prefix a runner put before the tool's text: CI timestamps
+  (`2024-05-01T10:11:12.1234Z`) and GitLab Runner's stream header after them (`00O `), Jenkins
+  Timestamper's `[2024-05-01T10:11:12.123Z]` and `10:11:12`, docker compose's `svc  | `,
+  torchrun's `[rank3]:` / `[default0]:`, BuildKit's `#12 45.6`, GitHub's `##[error]`, a log
+  viewer's `[1763]`, cargo's `cargo:warning=`, `> ` quote markers, in any combination; and
+  typographic quotes (‘ ’ “ ” and their low/reversed forms) become ASCII ones.
 - `quote_variants`: the needles (literal prefilters, matched on the raw log) get their
   typographic twins, so a pasted ‘torch/torch.h’ is found before it is mended.
 - `wrap_candidate`: a needle line no regex matched is tried joined to the line before or after
@@ -192,7 +192,10 @@ def clean(data: bytes) -> bytes:
 
 
 def clean_line(line: str) -> str:
-    """One line as the tool printed it: runner prefixes off, typographic quotes ASCII."""
+    """One line as the tool printed it: a byte-order mark and runner prefixes off, typographic
+    quotes ASCII."""
+    if line[:1] == "\ufeff":  # a file saved by a Windows editor begins with one; so may a line of `cat a b`
+        line = line[1:]
     if line[:1].isascii():  # every prefix starts with an ASCII character
         line = PREFIXES.sub("", line, count=1)
     # translate() walks the line char by char through a dict: skip it where no quote can be

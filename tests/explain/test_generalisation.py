@@ -153,6 +153,14 @@ CI_PREFIXES = {
 
 
 @pytest.mark.parametrize("prefix", CI_PREFIXES.values(), ids=CI_PREFIXES.keys())
+def test_every_corpus_log_reads_the_same_behind_each_ci_prefix(prefix):
+    for e in INDEX:
+        data = (LOGS / e["file"]).read_bytes()
+        dressed = b"".join(prefix.encode() + ln for ln in data.splitlines(keepends=True))
+        assert ids(dressed) == ids(data), e["file"]
+
+
+@pytest.mark.parametrize("prefix", CI_PREFIXES.values(), ids=CI_PREFIXES.keys())
 @pytest.mark.parametrize("file", ["cuda.arch-unsupported--xinference-3603.log", "glibc.too-old--mlverse-torch-866.log"])
 def test_ci_prefixes_on_every_line_are_read_through(file, prefix):
     """A sign anchored at the line start (the GPU name before "with CUDA capability", read up to
@@ -275,6 +283,29 @@ def test_a_python_traceback_means_a_cpu_torch():
     log = (LOGS / "cuda.not-compiled--gazefollowing-7.log").read_text(encoding="utf-8")
     (f,) = explain_text(log)
     assert f.id == "cuda.not-compiled" and "Python torch" in f.detail
+
+
+@pytest.mark.parametrize("file", ["cuda.not-compiled--bimpm-6.log", "cuda.not-compiled--ultrack-154.log"])
+@pytest.mark.parametrize("dress", [
+    lambda data: b"".join(b"2024-01-01T00:00:00.0000000Z " + ln for ln in data.splitlines(keepends=True)),
+    lambda data: b"".join(b"[rank3]: " + ln for ln in data.splitlines(keepends=True)),
+    lambda data: b"".join(b"#12 45.67 " + ln for ln in data.splitlines(keepends=True)),
+    lambda data: b"".join(b"##[error]" + ln for ln in data.splitlines(keepends=True)),
+    lambda data: b"".join(b"\t" + ln for ln in data.splitlines(keepends=True)),
+    lambda data: b"\xef\xbb\xbf" + data,  # a UTF-8 byte-order mark, as a Windows editor saves a paste
+], ids=["ci-timestamp", "rank", "buildkit", "gh-annotation", "tab", "bom"])
+def test_pythons_own_runtime_error_is_read_as_the_signs_read_it(file, dress):
+    """Python's `RuntimeError: Cannot initialize CUDA …` decides the pair at the start of its line
+    as the signs read that line, whatever a runner, a paste or an editor put before it."""
+    (f,) = explain_text(dress((LOGS / file).read_bytes()))
+    assert f.id == "cuda.not-compiled", f.detail
+    assert "chosen by: the error comes from Python torch" in f.detail and "'RuntimeError: Cannot initialize CUDA'" in f.detail
+
+
+def test_a_cpp_program_saying_the_same_decides_nothing():
+    (f,) = explain_text("terminate called after throwing an instance of 'c10::Error'\n"
+                        "  what():  Cannot initialize CUDA without ATen_cuda library.\n")
+    assert f.id == "link.as-needed" and "chosen by: the table's order" in f.detail
 
 
 def test_with_nothing_to_decide_the_finding_says_so_and_invents_no_fact():
