@@ -89,7 +89,7 @@ def _unshowable() -> re.Pattern[str]:
     # command would hold the escape's text (`\xff`), naming another path. LF too: inside quotes it
     # is exact, but a command shown on one line cannot hold it, and on two lines its second line
     # would read as a line of the report (render/text.py `labels_kept`).
-    return re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\ud800-\udfff]+")
+    return re.compile("[" + _ACTED_ON + "\n\r]+")
 
 
 def _bytes_of(ch: str) -> bytes:
@@ -285,14 +285,18 @@ def cmd_quote(value: str) -> str:
     return f'"{value}"'
 
 
-def for_terminal(text: str, one_line: bool = False) -> str:
-    """`text` for a person's terminal (the text report, messages, errors): every control
-    character but TAB and LF shown as its escape (\\x1b, \\r), and each byte of an undecodable
-    name as \\xNN. With `one_line`, LF too: a value inside a one-line field (a title, a path)
-    cannot start a line of its own that looks like the report's."""
+def for_terminal(text: str, one_line: bool = False, *, keep_cr: bool = False) -> str:
+    """`text` for a person to read, on a terminal (the text report, messages, errors) or on a page
+    a CI system or a code host renders from the doctor's output (GitHub annotations, JUnit, the
+    markdown report): every control character but TAB and LF shown as its escape (\\x1b, \\r,
+    \\x9b), and each bidirectional override or isolate (U+202A-U+202E, U+2066-U+2069: "Trojan
+    Source", text that shows in another order than it reads) as \\u202e, and each byte of an
+    undecodable name as \\xNN. With `one_line`, LF too: a value inside a one-line field (a title, a
+    path) cannot start a line of its own that looks like the report's. With `keep_cr`, CR stays,
+    for a format that carries line ends exactly in its own escapes (a workflow command's %0D)."""
     if text.isprintable():  # most text: nothing to show otherwise
         return text
-    return _terminal_unsafe(one_line).sub(_escape, text)
+    return _terminal_unsafe(one_line, keep_cr).sub(_escape, text)
 
 
 SHOWN_MOST = 600  # characters of one evidence excerpt or area detail a person is shown
@@ -322,14 +326,20 @@ def _lone_surrogate() -> re.Pattern[str]:
     return re.compile("[\ud800-\udfff]")
 
 
+# What a reader acts on instead of showing, but for TAB, LF and CR: C0 controls (ESC begins colour,
+# title and OSC 52 clipboard sequences; BS, BEL), DEL, C1 (U+009B is CSI to a terminal in 8-bit
+# mode), the bidirectional overrides and isolates (a browser or terminal shows the text after them
+# reordered: CVE-2021-42574), and the lone surrogates that stand for the bytes of an undecodable
+# path (surrogateescape), which a UTF-8 stream cannot carry. The one list: for_terminal and
+# sh_paste read it, and through for_terminal every renderer but JSON, which keeps values exact.
+_ACTED_ON = "\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+
+
 @functools.cache
-def _terminal_unsafe(one_line: bool) -> re.Pattern[str]:
-    # What a terminal acts on instead of showing: C0 controls (ESC begins colour, title and OSC 52
-    # clipboard sequences; CR returns to the line start, so what follows overwrites what was
-    # shown; BS, BEL), DEL, C1 (U+009B is CSI to a terminal in 8-bit mode), and the lone
-    # surrogates that stand for the bytes of an undecodable path (surrogateescape), which a UTF-8
-    # stream cannot carry. Compiled on first use: most runs print no text report.
-    return re.compile("[\x00-\x08" + ("\n" if one_line else "") + "\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+def _terminal_unsafe(one_line: bool, keep_cr: bool = False) -> re.Pattern[str]:
+    # CR too, unless kept: it returns to the line start, so what follows overwrites what was shown.
+    # Compiled on first use: most runs print no text report.
+    return re.compile("[" + _ACTED_ON + ("\n" if one_line else "") + ("" if keep_cr else "\r") + "]")
 
 
 def _escape(m: re.Match[str]) -> str:

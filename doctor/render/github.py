@@ -3,7 +3,10 @@ the run's summary page, and the block for `$GITHUB_STEP_SUMMARY` (`summary_block
 the command layer (doctor/commands/_output.py) appends the block, through the Host.
 
 Workflow commands are parsed line by line, so the message and each property are escaped the
-way GitHub's own toolkit does (@actions/core `escapeData` / `escapeProperty`).
+way GitHub's own toolkit does (@actions/core `escapeData` / `escapeProperty`). The runner prints
+an annotation in the job's log as well as on the summary page: its text first shows control and
+bidirectional-override characters as escapes (doctor.quoting.for_terminal), keeping CR and LF,
+which escapeData carries exactly.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import secrets
 from collections.abc import Mapping
 
 from doctor.model import Finding, Level, Report
-from doctor.quoting import valid_unicode
+from doctor.quoting import for_terminal, valid_unicode
 from doctor.render.text import message_lines
 
 # Only these levels become annotations; ok/info findings stay in the log.
@@ -45,7 +48,11 @@ def annotation(finding: Finding, strict: bool = False) -> str | None:
         return None
     title = f"{finding.title} [{finding.id}]"
     parts = [*message_lines(finding, LABELS), f"docs: {finding.docs}"]
-    return f"::{command} title={escape_property(title)}::{escape_data(chr(10).join(parts))}"
+    return f"::{command} title={escape_property(_shown(title))}::{escape_data(_shown(chr(10).join(parts)))}"
+
+
+def _shown(text: str) -> str:
+    return for_terminal(text, keep_cr=True)
 
 
 def render(report: Report, verbose: int = 0, color: bool = False) -> str:
@@ -65,7 +72,7 @@ def render(report: Report, verbose: int = 0, color: bool = False) -> str:
 
 def warning(title: str, message: str) -> str:
     """A `::warning` line for something about the run itself (not a finding)."""
-    return f"::warning title={escape_property(title)}::{escape_data(message)}"
+    return f"::warning title={escape_property(_shown(title))}::{escape_data(_shown(message))}"
 
 
 # The runner uploads no summary at all when the file is over 128 KiB (actions/runner

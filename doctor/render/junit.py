@@ -15,15 +15,17 @@ import re
 import xml.etree.ElementTree as ET
 
 from doctor.model import Finding, Level, Report
-from doctor.quoting import elided, valid_unicode
+from doctor.quoting import elided, for_terminal, valid_unicode
 from doctor.render.text import message_lines
 
-# XML 1.0 forbids most control characters even when escaped; log excerpts can contain them.
-_INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+# XML 1.0 forbids these even when escaped; for_terminal shows every control character as its escape.
+_INVALID_XML = re.compile("[\ufffe\uffff]")
 
 
 def _clean(text: str) -> str:
-    return _INVALID_XML.sub("\ufffd", text)
+    # A CI page shows these texts to people: control characters (ESC, DEL, C1's CSI) and the
+    # bidirectional overrides as their escapes, as the text report shows them.
+    return _INVALID_XML.sub("\ufffd", for_terminal(text))
 
 
 def _failed(f: Finding, strict: bool) -> bool:

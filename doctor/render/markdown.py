@@ -10,16 +10,17 @@ from __future__ import annotations
 import re
 
 from doctor.model import Level, Report
-from doctor.quoting import elided, valid_unicode
+from doctor.quoting import elided, for_terminal, valid_unicode
 
 MARK = {Level.OK: "✅", Level.INFO: "ℹ️", Level.WARNING: "⚠️", Level.ERROR: "❌"}
 _PUNCT = re.compile(r"([\\`*_\[\]|~])")
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # log bytes that would garble a comment
 
 
 def cell(text: str) -> str:
-    """One table cell: markdown punctuation and HTML escaped, newlines as <br>."""
-    text = _CONTROL.sub("", text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """One table cell: control characters and bidirectional overrides shown as their escapes (log
+    bytes that would garble a comment or reorder what it shows), markdown punctuation and HTML
+    escaped, newlines as <br>."""
+    text = for_terminal(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = _PUNCT.sub(r"\\\1", text)
     return "<br>".join(line.strip() for line in text.strip().splitlines())
 

@@ -12,7 +12,8 @@ from doctor.errors import DoctorError
 from doctor.quoting import fish_quote, for_terminal, sh_paste, sh_prepend, sh_quote
 
 NASTY = ["plain", "", "a b", "it's", "''", "\\", "a\\", "\\'", "$HOME", "${x}", "$(id)", "`id`", '"q"', "\n", "a\nb\n",
-         "\x1b[31m", "\x01\x7f\t", "*", "~", "=cmd", "-n", "#c", "a;b|c&d", "!x", "é ☃", os.fsdecode(b"\xff\xfe")]
+         "\x1b[31m", "\x01\x7f\t", "*", "~", "=cmd", "-n", "#c", "a;b|c&d", "!x", "é ☃", os.fsdecode(b"\xff\xfe"),
+         "/opt/\u202eexe.gnp\u202c/\u2066lib"]
 
 
 def words(argv: list[str], script: str, home) -> list[bytes]:

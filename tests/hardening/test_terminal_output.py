@@ -20,10 +20,12 @@ from testsupport.support import REPO
 
 from doctor.quoting import SHOWN_MOST, elided, for_terminal
 
-HOSTILE = "/tmp/doctor-\nweird\x1b]0;owned\x07\r[ok]\udcff\x9b31m\x1b[2J"
-SHOWN = "\\x1b]0;owned\\x07\\r[ok]\\xff\\x9b31m\\x1b[2J"
+HOSTILE = "/tmp/doctor-\nweird\x1b]0;owned\x07\r[ok]\udcff\x9b31m\x1b[2J\u202egnp.exe\u2066"
+SHOWN = "\\x1b]0;owned\\x07\\r[ok]\\xff\\x9b31m\\x1b[2J\\u202egnp.exe\\u2066"
 OUR_COLOURS = re.compile(rb"\x1b\[\d*m")
-ACTED_ON = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+# C0 but TAB and LF, DEL, C1, the bidirectional overrides and isolates ("Trojan Source"), lone surrogates
+ACTED_ON = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+BIDI = [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]
 
 
 def doctor(*args: str, env: dict[str, str] | None = None, cwd=None) -> subprocess.CompletedProcess:
@@ -49,6 +51,20 @@ def test_every_control_character_is_shown_as_its_escape(code):
     char = chr(code)
     assert for_terminal(f"a{char}b") == f"a{repr(char)[1:-1]}b"
     assert "\\" in for_terminal(char)
+
+
+@pytest.mark.parametrize("code", BIDI)
+def test_every_bidirectional_override_and_isolate_is_shown_as_its_escape(code):
+    """U+202E and its kin make a terminal or a browser show the text after them in another order
+    than it reads (CVE-2021-42574): a path or log line holding one could show a command that is not
+    the one written."""
+    assert for_terminal(f"a{chr(code)}b") == f"a\\u{code:04x}b"
+    assert for_terminal(f"a{chr(code)}b", one_line=True, keep_cr=True) == f"a\\u{code:04x}b"
+
+
+def test_carriage_returns_kept_only_where_asked():
+    assert for_terminal("a\rb\x1bc", keep_cr=True) == "a\rb\\x1bc"
+    assert for_terminal("a\rb\x1bc") == "a\\rb\\x1bc"
 
 
 def test_undecodable_bytes_are_shown_as_the_bytes_they_were():
@@ -88,6 +104,51 @@ def test_check_report_shows_a_hostile_libtorch_path(tmp_path, colour):
     # 0xff, which no Unicode text holds: \\xff, as the text report shows it (the result contract test)
     j = doctor("check", "--json", env={"LIBTORCH": HOSTILE}, cwd=tmp_path)
     assert json.loads(j.stdout)["facts"]["env"]["LIBTORCH"] == HOSTILE.replace("\udcff", "\\xff")
+
+
+@pytest.mark.parametrize("fmt", ["github", "junit", "markdown"])
+def test_every_report_format_shows_a_hostile_libtorch_path(tmp_path, fmt):
+    """The formats a CI page or a code host shows to people: the path reaches them as the text
+    report shows it (a GitHub annotation keeps CR and LF, which its own %0D/%0A carry exactly)."""
+    r = doctor("check", "-v", "--format", fmt, env={"LIBTORCH": HOSTILE}, cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    text = assert_inert(r.stdout)
+    if fmt == "junit":
+        ET.fromstring(r.stdout)
+    if fmt == "github":  # the annotation's own escapes: % as %25, CR as %0D
+        annotation = next(line for line in text.splitlines() if line.startswith("::error "))
+        assert SHOWN.replace("\\r", "%0D") in annotation, annotation
+    fragments = ["\\x1b]0;owned\\x07", "\\xff\\x9b31m", "\\u202egnp.exe\\u2066"]
+    if fmt == "markdown":  # which writes a \ it shows as \\, and a ] as \]
+        fragments = [f.replace("\\", "\\\\").replace("]", "\\]") for f in fragments]
+    assert all(f in text for f in fragments), text
+
+
+LOG_LINE = ("main.cpp:1:10: fatal error: torch/torch.h: No such file or directory "
+            "\x07\x08\x7f\x9b2J\x1b\x01 \u202eexe.gnp\u202c \u2066x\u2069")
+LOG_SHOWN = "No such file or directory \\x07\\x08\\x7f\\x9b2J\\x1b\\x01 \\u202eexe.gnp\\u202c \\u2066x\\u2069"
+
+
+@pytest.mark.parametrize("fmt", ["text", "github", "junit", "markdown", "json"])
+def test_every_format_shows_the_control_characters_of_a_log_line(tmp_path, fmt):
+    """Bytes no escape sequence explains (a lone ESC, BEL, BS, DEL, C1's CSI) and bidirectional
+    overrides in an evidence line: each shown as its escape in every format for people; the JSON
+    keeps the line exact (json.dumps escapes it for its own reader)."""
+    log = tmp_path / "build.log"
+    log.write_bytes((LOG_LINE + "\n").encode())
+    r = doctor("explain", str(log), "-v", "--no-facts", "--format", fmt, cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    if fmt == "json":
+        (finding,) = json.loads(r.stdout)["findings"]
+        assert finding["evidence"][0]["excerpt"] == LOG_LINE
+        return
+    text = assert_inert(r.stdout)
+    if fmt == "junit":
+        ET.fromstring(r.stdout)
+    shown = LOG_SHOWN.replace("\\", "\\\\") if fmt == "markdown" else LOG_SHOWN
+    assert shown in text, text
+    if fmt == "github":
+        assert any(LOG_SHOWN in line for line in text.splitlines() if line.startswith("::error ")), text
 
 
 def test_a_value_cannot_write_a_fix_line_of_its_own(tmp_path):
