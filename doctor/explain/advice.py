@@ -39,6 +39,7 @@ from doctor.catalog.releases import (
 from doctor.catalog.toolkit import cuda_library_prefixes
 from doctor.explain.cuda_advice import CUDA_ADVISORS
 from doctor.explain.facts import Advice, LibtorchFacts, MachineFacts, rule_advice
+from doctor.explain.patterns import symbol_abi
 from doctor.formats import clip, human_bytes, symbol_version_key, version_tuple
 from doctor.model import Evidence
 from doctor.quoting import sh_paste, sh_prepend
@@ -318,24 +319,13 @@ def _link(match: Match, facts: MachineFacts) -> Advice:
     return Advice(f"the linker cannot find libtorch: {_plural(['-l' + l for l in libs])}", detail, fix, subject=_plural(libs))
 
 
-_CXX11_MARKS = ("__cxx11", "[abi:cxx11]", "St7__cxx11", "B5cxx11")
-
-
-def _symbol_abi(symbol: str) -> str | None:
-    if any(mark in symbol for mark in _CXX11_MARKS):
-        return "cxx11"
-    if "std::string" in symbol or "std::basic_string<" in symbol or (symbol.lstrip("_").startswith("Z") and "Ss" in symbol):
-        return "pre-cxx11"
-    return None
-
-
 _FLAG = fixes.ABI_FLAG
 _NAME = {"cxx11": "the CXX11 std::string ABI", "pre-cxx11": "the old (pre-CXX11) std::string ABI"}
 
 
 def _abi(match: Match, facts: MachineFacts) -> Advice:
     symbols = match.values("symbol")
-    votes = [a for a in map(_symbol_abi, symbols) if a]
+    votes = [a for a in map(symbol_abi, symbols) if a]
     program = max(set(votes), key=votes.count) if votes else None
     flags = [h.groups["flag"] for h in match.hits if "flag" in h.groups]  # in log order: the last one counts
     install = _install(facts)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from doctor.explain.patterns import symbol_abi
 from doctor.record import record
 
 PAIR = ("link.as-needed", "cuda.not-compiled")
@@ -177,6 +178,24 @@ def decide_torch_c(hits) -> Decision | None:
     if _INSTALLED.search(package):
         return Decision("python.torch-extension-missing", f"the torch Python imported is an installed one ({package})")
     return Decision("python.torch-shadowed", f"the torch Python imported is not in a site-packages folder ({package})")
+
+
+# -- abi.mismatch, or libtorch not on the link line at all --
+#
+# _GLIBCXX_USE_CXX11_ABI renames only the symbols whose signature holds std::string or std::list, and
+# the functions returning one, which the CXX11 ABI tags [abi:cxx11] (docs/findings/abi.mismatch.md).
+# A program compiled with the CXX11 ABI names each such symbol with std::__cxx11:: or that tag, so its
+# undefined torch symbols without either have one name under both ABIs: a libtorch of either ABI on
+# the link line defines them. When the log shows such symbols beside the string ones, libtorch is not
+# linked at all (no -ltorch / -lc10), and -D_GLIBCXX_USE_CXX11_ABI=0 cannot help: no id is named. An
+# old-ABI program's untagged symbols decide nothing: its `c10::Error::msg() const` is
+# `c10::Error::msg[abi:cxx11]() const` in a CXX11 libtorch (pytorch#35518).
+NOT_LINKED = "abi.mismatch"
+
+
+def not_linked(match) -> bool:
+    """Does this abi.mismatch match show a CXX11 program whose libtorch is not on the link line?"""
+    return bool(match.values("unmarked")) and {symbol_abi(s) for s in match.values("symbol")} == {"cxx11"}
 
 
 @record(frozen=True)

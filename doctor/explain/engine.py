@@ -729,9 +729,11 @@ def findings(matches: list[Match], facts=None, source: str = "log") -> list[Find
 
 def settle(matches: list[Match], data: bytes, facts) -> list[Match]:
     """Give each look-alike pair (doctor/explain/disambiguate.py) the id the evidence chooses; each
-    such match says in `chosen_by` which evidence chose it, or that none could."""
-    from doctor.explain.disambiguate import LOOK_ALIKES
+    such match says in `chosen_by` which evidence chose it, or that none could. An abi.mismatch whose
+    own lines show that libtorch is not linked at all is not named (disambiguate.not_linked)."""
+    from doctor.explain.disambiguate import LOOK_ALIKES, NOT_LINKED, not_linked
 
+    matches = [m for m in matches if m.rule.id != NOT_LINKED or not not_linked(m)]
     for look_alikes in LOOK_ALIKES:
         matches = _settle_pair(matches, data, facts, look_alikes)
     return matches

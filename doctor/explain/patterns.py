@@ -79,6 +79,20 @@ TORCH_LIB = r"(?P<lib>(?:torch|c10|caffe2|shm)(?:_\w+)?)\b"
 _MANGLED_NS = r"(?:3c10|2at|5torch|6caffe2|4c10d)"
 # A std::string in a mangled name: CXX11 (St7__cxx11, B5cxx11 abi tag) or the old ABI (Ss).
 _MANGLED_STRING = r"(?:St7__cxx11|B5cxx11|Ss)"
+# The types _GLIBCXX_USE_CXX11_ABI renames, in a demangled name: CXX11's std::__cxx11:: (string, list)
+# and the [abi:cxx11] tag of a function returning one, or the old std::string.
+_DEMANGLED_STRING = r"(?:std::__cxx11::|std::string\b|\[abi:cxx11\]|std::basic_string<)"
+_CXX11_MARKS = ("__cxx11", "[abi:cxx11]", "St7__cxx11", "B5cxx11")
+
+
+def symbol_abi(symbol: str) -> str | None:
+    """The std::string ABI a (demangled or mangled) symbol names: 'cxx11', 'pre-cxx11', or None."""
+    if any(mark in symbol for mark in _CXX11_MARKS):
+        return "cxx11"
+    if "std::string" in symbol or "std::basic_string<" in symbol or (symbol.lstrip("_").startswith("Z") and "Ss" in symbol):
+        return "pre-cxx11"
+    return None
+
 # Libraries a libtorch program loads: libtorch's own, its OpenMP, CUDA runtime and driver.
 LOADED_LIB = (
     r"(?P<lib>lib(?:torch\w*+|c10\w*+|caffe2\w*+|shm|gomp|iomp5|mklml|cuda|cudart|cublas\w*+|cudnn\w*+|cufft\w*+"
@@ -312,7 +326,7 @@ TABLE: tuple[Rule, ...] = (
         "compile with -D_GLIBCXX_USE_CXX11_ABI=<libtorch's value>, or fetch the other ABI build (≤ 2.6 only)",
         (
             sign(r"undefined (?:reference to|symbol:) [`'‘\"]?(?P<symbol>(?:c10|at|torch|caffe2|c10d)::[^`'’\"@]*?"
-                 r"(?:std::__cxx11::|std::string\b|\[abi:cxx11\]|std::basic_string<)[^`'’\"@]*)(?:[`'’\"]|\s*$)",
+                 + _DEMANGLED_STRING + r"[^`'’\"@]*)(?:[`'’\"]|\s*$)",
                  ("undefined reference to", "undefined symbol: "),
                  "error: undefined reference to `c10::Error::Error(std::__cxx11::basic_string<char, std::char_traits<char>, "
                  "std::allocator<char> > const&, std::__cxx11::basic_string<char, std::char_traits<char>, "
@@ -324,6 +338,12 @@ TABLE: tuple[Rule, ...] = (
                  "_ZN5torch3jit17parseSchemaOrNameERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE",
                  "ImportError: /opt/pyenv/lib/python3.12/site-packages/nvfuser/_C.cpython-312-x86_64-linux-gnu.so: "
                  "undefined symbol: _ZN4c10d8TCPStoreC1ESsRKNS_15TCPStoreOptionsE"),
+            # A torch symbol that names none of those types: context, read by disambiguate.not_linked (a CXX11
+            # program's such symbols have the same name under both ABIs: libtorch is not on the link line).
+            sign(r"undefined (?:reference to|symbol:) [`'‘\"]?(?P<unmarked>(?:c10|at|torch|caffe2|c10d)::"
+                 r"(?:(?!" + _DEMANGLED_STRING + r")[^`'’\"@])*+)(?:[`'’\"]|\s*$)",
+                 ("undefined reference to", "undefined symbol: "),
+                 "torch_infer.cpp:(.text+0x12ef): undefined reference to `c10::Error::msg() const'", trigger=False),
             # The flag on the command line: context for the finding, never a finding by itself.
             # Greedy .* takes the last -D on the line: the one the compiler obeys (^: one start per line, not one per byte).
             sign(r"^.*-D_GLIBCXX_USE_CXX11_ABI=(?P<flag>[01])\b", "_GLIBCXX_USE_CXX11_ABI=",

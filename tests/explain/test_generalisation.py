@@ -350,6 +350,35 @@ def test_needed_by_not_found_is_a_link_path_problem_not_an_abi_one(needed_by_log
     assert "ABI" not in f.detail and "old" not in f.detail.lower().split("explains")[0]
 
 
+# g++ main.cpp with libtorch's headers and no -ltorch / -lc10: the undefined symbols of a tensor program
+NOT_LINKED = [
+    "g++ -std=c++17 -I/opt/libtorch/include -I/opt/libtorch/include/torch/csrc/api/include main.cpp -o main",
+    "/usr/bin/ld: /tmp/ccQ3xk2A.o: in function `main':",
+    "main.cpp:(.text+0x5d): undefined reference to `at::_ops::randn::call(c10::ArrayRef<c10::SymInt>, "
+    "std::optional<c10::ScalarType>, std::optional<c10::Layout>, std::optional<c10::Device>, std::optional<bool>)'",
+    "main.cpp:(.text+0x9a): undefined reference to `at::print(std::ostream&, at::Tensor const&, long)'",
+    "main.cpp:(.text+0x1b4): undefined reference to `c10::TensorImpl::release_resources()'",
+    "main.cpp:(.text+0x1f2): undefined reference to `c10::UndefinedTensorImpl::_singleton'",
+    "main.cpp:(.text+0x2a8): undefined reference to `c10::detail::torchCheckFail(char const*, char const*, unsigned int, "
+    "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > const&)'",
+    "collect2: error: ld returned 1 exit status",
+]
+
+
+def test_torch_symbols_with_one_name_under_both_abis_mean_libtorch_is_not_linked():
+    """A CXX11 program's undefined torch symbols that name no std::string have the same name in a libtorch
+    of either ABI: libtorch is not on the link line, and the ABI fix (-D_GLIBCXX_USE_CXX11_ABI=0) would be
+    harmful. No id fits: none is named, with or without this machine's facts."""
+    log = "\n".join(NOT_LINKED)
+    assert ids(log) == [] and ids(log, machine("cpu")) == []
+    only_strings = "\n".join(line for line in NOT_LINKED if "std::__cxx11" in line or "undefined" not in line)
+    assert ids(only_strings) == ["abi.mismatch"]  # the string symbol alone is the ABI's
+    # an old-ABI program's untagged symbol may return a std::string ([abi:cxx11] in a CXX11 libtorch): still the ABI
+    old = ("x.cpp:(.text+0x7aa): undefined reference to `c10::Error::Error(c10::SourceLocation, std::string const&)'\n"
+           "x.cpp:(.text+0x12ef): undefined reference to `c10::Error::msg() const'")
+    assert ids(old) == ["abi.mismatch"]
+
+
 def test_root_cause_is_primary_and_consequences_are_listed():
     log = (LOGS / "arch.mismatch--tch-rs-464.log").read_text(encoding="utf-8")
     (f,) = explain_text(log)

@@ -89,6 +89,20 @@ def test_abi_flag_0_against_the_wheel(gxx, probe, wheel_root, facts):
     assert f"at {wheel_root} uses the CXX11 std::string ABI (evidence: libc10 symbols)" in finding.detail
 
 
+def test_libtorch_left_off_the_link_line_is_not_an_abi_mismatch(gxx, probe, wheel_root, facts):
+    """No -lc10 at all: the real linker misses `c10::Device::Device(std::__cxx11::basic_string…)`, which
+    alone reads like an ABI mismatch, and `c10::operator<<(std::ostream&, c10::Device const&)`, whose
+    name is the same under both ABIs. -D_GLIBCXX_USE_CXX11_ABI=0 would not help: no id is named."""
+    argv = [gxx, "-std=c++20", f"-I{wheel_root}/include", str(probe), "-o", str(probe.with_suffix(""))]
+    result = subprocess.run(argv, capture_output=True, text=True, env=clean_env(), timeout=120)
+    log = " ".join(argv) + "\n" + result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "undefined reference to `c10::Device::Device(std::__cxx11::basic_string" in log  # the real linker said it
+    assert "undefined reference to `c10::operator<<(std::ostream&, c10::Device const&)'" in log
+    assert explain_text(log, facts) == []
+    assert explain_on(Host.for_test(Path("/nonexistent-root")), log, None) == []  # --no-facts reads it alike
+
+
 def test_missing_include_dir(gxx, probe, wheel_root, facts):
     result = compile_(gxx, probe, f"-L{wheel_root}/lib")
     (finding,) = explain_text(result.log, facts)
