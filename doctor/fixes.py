@@ -64,6 +64,13 @@ def loader_path(lib_dir: str, system: str = "Linux") -> str:
     return prepend_path(loader_variable(system), [lib_dir], system)
 
 
+def separate_library(lib: str, project: str, release: str | None = None, system: str = "Linux") -> str:
+    """A library of one of PyTorch's domain projects (torchvision, torchaudio), which no libtorch has."""
+    which = f" {release}.x (the release made for this torch)" if release else ""
+    return (f"build and install {project}{which} from its source with CMake against the same libtorch, then add the "
+            f"folder that holds {lib} to {loader_variable(system)} (or link with an rpath to it)")
+
+
 def rpath_flag(lib_dir: str, system: str = "Linux") -> str:
     """The link flag that gives a program the rpath `lib_dir`, to paste (quoting.rpath_words: one
     word the compiler driver cannot split at a comma); for a path no rpath can hold, what to do."""

@@ -67,6 +67,15 @@ ROCM_LIBRARY_PREFIXES: tuple[str, ...] = (
 GPU_LIBRARY_PREFIXES: tuple[str, ...] = CUDA_LIBRARY_PREFIXES + ROCM_LIBRARY_PREFIXES
 # The torch library that pulls each stack in.
 GPU_MAIN_LIBRARY = {"cuda": "libtorch_cuda.so", "rocm": "libtorch_hip.so"}
+# libtorch's own libraries that only a CUDA build ships (file-name stems, without lib and the
+# extension; torch_cuda also covers 1.x's torch_cuda_cpp / torch_cuda_cu split and torch_cuda_linalg).
+CUDA_ONLY_LIBRARIES: tuple[str, ...] = ("c10_cuda", "torch_cuda", "caffe2_nvrtc")
+
+
+def cuda_only_library(name: str) -> bool:
+    """Is `name` (libc10_cuda.so, torch_cuda.dll, libtorch_cuda_linalg.so) a library only a CUDA libtorch has?"""
+    stem = name.removeprefix("lib").split(".")[0]
+    return stem.startswith(CUDA_ONLY_LIBRARIES)
 
 
 # -- GPU architectures per PyTorch CUDA build (compute capabilities) --

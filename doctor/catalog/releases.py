@@ -75,6 +75,18 @@ TORCHVISION: dict[str, str] = {
     "2.6": "0.21", "2.7": "0.22", "2.8": "0.23", "2.9": "0.24", "2.10": "0.25", "2.11": "0.26", "2.12": "0.27",
     "2.13": "0.28",
 }
+# Libraries named like libtorch's that no libtorch ships: PyTorch's domain libraries, each its own
+# project whose C++ library is built (CMake, from its source) and installed on its own.
+SEPARATE_LIBRARIES: tuple[str, ...] = ("torchvision", "torchaudio")
+
+
+def separate_project(name: str) -> str | None:
+    """The project whose library `name` is (libtorchvision.so, torchvision.dll → "torchvision"), or
+    None for a library of libtorch itself."""
+    stem = name.removeprefix("lib").split(".")[0]
+    return next((p for p in SEPARATE_LIBRARIES if stem == p or stem.startswith(p + "_")), None)
+
+
 # The first release without the TH/THC headers (THC/THC.h and friends).
 THC_REMOVED = "1.11"
 

@@ -22,6 +22,7 @@ from doctor.catalog.cuda import (
     arch_list,
     covers,
     cuda_of_variant,
+    cuda_only_library,
     floor_driver,
     parse_cuda_version,
 )
@@ -33,6 +34,7 @@ from doctor.catalog.releases import (
     glibc_needed,
     newest_series_for_glibc,
     newest_version,
+    separate_project,
     series_name,
     torchvision_for,
 )
@@ -405,10 +407,14 @@ def _loader(match: Match, facts: MachineFacts) -> Advice:
     system = _platform(match, facts)
     variable = loader_variable(system)
     install = _install(facts)
+    lib_dir = str(install.lib_dir) if install is not None else None
     detail = [match.rule.cause]
     driver = [l for l in libs if l.startswith(_DRIVER_LIBS)]
     runtime = [l for l in libs if l.startswith(_CUDA_RUNTIME)]
-    torch_libs = [l for l in libs if l not in driver and l not in runtime]
+    # torchvision's or torchaudio's library: in no libtorch (unless someone copied it into the active one)
+    separate = [l for l in libs if l not in driver and l not in runtime and separate_project(l)
+                and not (lib_dir and facts.has(str(PurePath(lib_dir) / l)))]
+    torch_libs = [l for l in libs if l not in driver and l not in runtime and l not in separate]
     fix_lines = []
     if driver:
         detail.append(f"{_plural(driver)} belong{'s' * (len(driver) == 1)} to the NVIDIA driver, not to libtorch.")
@@ -418,28 +424,58 @@ def _loader(match: Match, facts: MachineFacts) -> Advice:
         detail.append(f"{_plural(runtime)} {'is' if len(runtime) == 1 else 'are'} CUDA runtime libraries libtorch loads.")
         fix_lines.append("use a libtorch zip that bundles them, or install the matching nvidia-* wheels / CUDA toolkit and "
                      f"add their lib folder to {variable}")
+    for lib in separate:
+        project = separate_project(lib)
+        detail.append(f"{lib} is not part of libtorch: it is {project}'s C++ library, built and installed separately.")
+        version = install.version if install is not None else None
+        release = torchvision_for(version) if project == "torchvision" and version else None
+        fix_lines.append(fixes.separate_library(lib, project, release, system))
     if torch_libs or not libs:
+        cuda = [l for l in torch_libs if cuda_only_library(l)]
         if install is not None:
-            lib_dir = str(install.lib_dir)
+            # A library the active tree lacks is not found through its lib dir: the fix is what provides it.
             missing = [l for l in torch_libs if facts.lacks(str(PurePath(lib_dir) / l))]
+            cpu_lacks = [l for l in missing if l in cuda and install.variant == "cpu"]
+            other = [l for l in missing if l not in cpu_lacks]
             if missing:
                 detail.append(f"{_plural(missing)} {'is' if len(missing) == 1 else 'are'} not in the active {_where(install)}"
-                              + (" (a CPU build): the program was built against a CUDA libtorch" if install.variant == "cpu"
-                                 and any("cuda" in m for m in missing) else "") + ".")
+                              + (" (a CPU build): the program was built against a CUDA libtorch" if cpu_lacks else "") + ".")
             elif torch_libs and all(facts.has(str(PurePath(lib_dir) / l)) for l in torch_libs):
                 detail.append(f"{_plural(torch_libs)} {'is' if len(torch_libs) <= 1 else 'are'} in {lib_dir}.")
             elif not torch_libs:
                 detail.append(f"libtorch's libraries are in {lib_dir}.")
-            if system == "Windows":
+            if cpu_lacks:
+                fix_lines.append(_cuda_build_fetch(install.version, facts))
+            if other:
+                fix_lines.append(f"add the lib folder of the libtorch the program was built against to {variable}, or "
+                                 f"rebuild the program against {lib_dir}")
+            if missing:  # never the loader path of a tree that lacks what the program needs
+                pass
+            elif system == "Windows":
                 fix_lines.append(f'{_prepend("PATH", lib_dir, "Windows")}   (or copy the DLLs next to the .exe; the '
-                             "Visual C++ redistributable must be installed)")
+                                 "Visual C++ redistributable must be installed)")
             else:
                 fix_lines.append(f"{fixes.loader_path(lib_dir, system)}\n(or link with {fixes.rpath_flag(lib_dir)}; or {SETENV})")
         else:
             detail.append("No libtorch was found on this machine.")
-            fix_lines.append(f"{FETCH}   (it puts libtorch's lib dir on {variable})")
+            if cuda:
+                fix_lines.append(_cuda_build_fetch(None, facts))
+            else:
+                fix_lines.append(f"{FETCH}   (it puts libtorch's lib dir on {variable})")
     title = f"the loader cannot find {_plural(libs)}" if libs else match.rule.title
     return Advice(title, detail, "\n".join(fix_lines), subject=_plural(libs))
+
+
+def _cuda_build_fetch(version: str | None, facts: MachineFacts) -> str:
+    """Fetch a CUDA build of `version` (the newest release when unknown), by its variant's name: `--variant
+    auto` fetches the CPU build on a machine without an NVIDIA driver, where a program built against a
+    CUDA libtorch still needs one to load."""
+    version, variants = _cuda_variants(version, facts)
+    if not variants:
+        return f"fetch a CUDA build of libtorch {version}"
+    base = ".".join(map(str, version_tuple(version)[:3]))
+    return (f"fetch a CUDA build of libtorch {base}: {fixes.fetch_and_setenv(base, variants[-1])}   (published: "
+            f"{_plural(variants[::-1])}; take the CUDA the program was built with)")
 
 
 def _as_needed(match: Match, facts: MachineFacts) -> Advice:

@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from doctor import fixes
+from doctor.catalog.cuda import cuda_only_library
 from doctor.catalog.platforms import library_file, loader_variable, separator
 from doctor.catalog.releases import (
     SERIES,
@@ -18,6 +19,7 @@ from doctor.catalog.releases import (
     is_variant,
     last_series_with,
     newest_series_for_glibc,
+    separate_project,
     series_name,
     torchvision_for,
 )
@@ -54,6 +56,17 @@ def test_torchvision_rows_follow_the_series():
     # one row per series of the release table, and each a distinct torchvision minor
     assert all(torchvision_for(s.versions[0]) for s in SERIES)
     assert len({torchvision_for(s.versions[0]) for s in SERIES}) == len(SERIES)
+
+
+def test_cuda_only_and_separate_libraries_by_name(wheel_root):
+    for name in ("libc10_cuda.so", "libtorch_cuda.so", "libtorch_cuda_linalg.so", "libcaffe2_nvrtc.so", "torch_cuda.dll",
+                 "libtorch_cuda_cpp.so"):
+        assert cuda_only_library(name), name
+    assert separate_project("libtorchvision.so") == "torchvision" and separate_project("torchvision.dll") == "torchvision"
+    assert separate_project("libtorchaudio.so") == "torchaudio" and separate_project("libtorch_cpu.so") is None
+    # the real CPU wheel here: none of its libraries is CUDA-only or another project's
+    libs = [p.name for p in (wheel_root / "lib").iterdir()]
+    assert "libc10.so" in libs and not any(cuda_only_library(n) or separate_project(n) for n in libs), libs
 
 
 def test_variant_vocabulary():

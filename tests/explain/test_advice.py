@@ -133,6 +133,43 @@ def test_loader_fix_for_a_log_of_another_platform_speaks_that_platform(tmp_path,
     assert all(w in f.fix for w in wanted) and f"{ROOT}/lib" not in f.fix
 
 
+def loader_line(lib: str) -> str:
+    return f"./app: error while loading shared libraries: {lib}: cannot open shared object file: No such file or directory"
+
+
+def test_loader_for_a_cuda_library_a_cpu_libtorch_lacks_fetches_a_cuda_build(tmp_path):
+    """The active tree cannot provide libc10_cuda.so: its loader path would not help, a CUDA build would
+    (by its variant's name: --variant auto fetches the CPU build again on a machine without a driver)."""
+    f = one(loader_line("libc10_cuda.so"), make_install(tmp_path))
+    assert f"libc10_cuda.so is not in the active libtorch 2.13.0+cpu at {ROOT} (a CPU build)" in f.detail
+    assert f.fix.startswith("fetch a CUDA build of libtorch 2.13.0: doctor fetch-libtorch --version 2.13.0 --variant cu")
+    assert "--variant auto" not in f.fix and "LD_LIBRARY_PATH" not in f.fix and f"{ROOT}/lib" not in f.fix
+    both = one(loader_line("libc10.so") + "\n" + loader_line("libc10_cuda.so"), make_install(tmp_path))
+    assert "LD_LIBRARY_PATH" not in both.fix and "--variant cu" in both.fix  # the tree lacks one of them
+
+
+def test_loader_for_a_cuda_library_without_facts_fetches_a_cuda_build():
+    f = one(loader_line("libtorch_cuda.so"), MachineFacts())
+    assert f.fix.startswith("fetch a CUDA build of libtorch ") and "--variant cu" in f.fix
+
+
+@pytest.mark.parametrize("facts", ["cpu-tree", "none"])
+def test_loader_for_torchvision_says_it_is_not_part_of_libtorch(tmp_path, facts):
+    machine = make_install(tmp_path) if facts == "cpu-tree" else MachineFacts()
+    f = one(loader_line("libtorchvision.so"), machine)
+    assert "libtorchvision.so is not part of libtorch: it is torchvision's C++ library, built and installed separately" \
+        in f.detail
+    assert f.fix.startswith("build and install torchvision")
+    assert "fetch-libtorch" not in f.fix and "LD_LIBRARY_PATH=" not in f.fix and f"{ROOT}/lib" not in f.fix
+    if facts == "cpu-tree":
+        assert "torchvision 0.28.x (the release made for this torch)" in f.fix  # torch 2.13 ↔ torchvision 0.28
+
+
+def test_loader_for_torchvision_copied_into_the_active_libtorch_uses_its_lib_dir(tmp_path):
+    f = one(loader_line("libtorchvision.so"), make_install(tmp_path, libs=("c10", "torch", "torchvision")))
+    assert f"libtorchvision.so is in {ROOT}/lib" in f.detail and f'LD_LIBRARY_PATH="{ROOT}/lib' in f.fix
+
+
 def test_loader_for_the_driver_library_is_about_the_driver(tmp_path):
     f = one("OSError: libcuda.so.1: cannot open shared object file: No such file or directory", make_install(tmp_path))
     assert "NVIDIA driver" in f.detail and "/run/opengl-driver/lib" in f.fix and "--gpus all" in f.fix

@@ -155,6 +155,17 @@ def test_running_without_the_loader_path(gxx, probe, wheel_root, facts):
     assert ok.returncode == 0 and "torch-doctor build probe: cpu" in ok.stdout  # and the fix works
 
 
+@pytest.mark.parametrize("lib,fix", [("libc10_cuda.so", "fetch a CUDA build of libtorch 2.13.0: "),
+                                     ("libtorchvision.so", "build and install torchvision 0.28.x")])
+def test_a_library_the_active_wheel_lacks_is_not_sent_to_its_lib_dir(facts, wheel_root, lib, fix):
+    """The CPU wheel here has neither (its lib dir is read for real): its LD_LIBRARY_PATH cannot help."""
+    assert not (wheel_root / "lib" / lib).exists()
+    line = f"./app: error while loading shared libraries: {lib}: cannot open shared object file: No such file or directory"
+    (finding,) = explain_text(line, facts)
+    assert finding.fix.startswith(fix), finding.fix
+    assert str(wheel_root) not in finding.fix and "LD_LIBRARY_PATH=" not in finding.fix
+
+
 def host_with(**env: str) -> Host:
     host = Host.from_system()
     host.env = clean_env(**env)
