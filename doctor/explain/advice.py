@@ -555,7 +555,7 @@ def _driver(match: Match, facts: MachineFacts) -> Advice:
     return Advice(title, detail, "\n".join(fix_lines), subject=found or "")
 
 
-def _cuda_fetch(version: str | None, then: str = "") -> str:
+def _cuda_fetch(version: str | None, setenv: bool = False) -> str:
     """Fetch a CUDA build of `version` (the newest release when unknown), naming the variants the catalog has."""
     version = version or newest_release()
     published = [v for v in (published_variants(version) or []) if v.startswith("cu")]
@@ -564,7 +564,8 @@ def _cuda_fetch(version: str | None, then: str = "") -> str:
         published = [v for v in (published_variants(version) or []) if v.startswith("cu")]
     variants = cuda_sorted(published)[::-1]
     base = ".".join(map(str, version_tuple(version)[:3]))
-    return (f"{fixes.fetch(base, 'auto')}{then}   (auto picks the CUDA variant this machine's driver runs; "
+    command = fixes.fetch_and_setenv(base, "auto") if setenv else fixes.fetch(base, "auto")
+    return (f"{command}   (auto picks the CUDA variant this machine's driver runs; "
             f"published for {base}: {_plural(variants)})")
 
 
@@ -584,7 +585,7 @@ def _not_compiled(match: Match, facts: MachineFacts) -> Advice:
     if install is not None:
         if install.variant == "cpu":
             detail.append(f"The active {_where(install)} is indeed a CPU build.")
-            fix = f"fetch a CUDA variant: {_cuda_fetch(install.version, ' && ' + SETENV)}"
+            fix = f"fetch a CUDA variant: {_cuda_fetch(install.version, setenv=True)}"
         elif install.variant and (install.variant.startswith("cu") or install.variant == "cuda"):
             detail.append(f"The active {_where(install)} is a CUDA build ({install.variant}): the program ran with another, "
                           "CPU-only libtorch, or libtorch_cuda was not loaded (see link.as-needed).")

@@ -142,7 +142,7 @@ def test_loader_for_a_cuda_library_a_cpu_libtorch_lacks_fetches_a_cuda_build(tmp
     (by its variant's name: --variant auto fetches the CPU build again on a machine without a driver)."""
     f = one(loader_line("libc10_cuda.so"), make_install(tmp_path))
     assert f"libc10_cuda.so is not in the active libtorch 2.13.0+cpu at {ROOT} (a CPU build)" in f.detail
-    assert f.fix.startswith("fetch a CUDA build of libtorch 2.13.0: doctor fetch-libtorch --version 2.13.0 --variant cu")
+    assert f.fix.startswith('fetch a CUDA build of libtorch 2.13.0: eval "$(doctor fetch-libtorch --version 2.13.0 --variant cu')
     assert "--variant auto" not in f.fix and "LD_LIBRARY_PATH" not in f.fix and f"{ROOT}/lib" not in f.fix
     both = one(loader_line("libc10.so") + "\n" + loader_line("libc10_cuda.so"), make_install(tmp_path))
     assert "LD_LIBRARY_PATH" not in both.fix and "--variant cu" in both.fix  # the tree lacks one of them
@@ -222,7 +222,7 @@ def test_arch_unsupported_names_a_variant_with_kernels_for_the_gpu(tmp_path, sm,
 
 def test_not_compiled_on_a_cpu_build_says_fetch_cuda(tmp_path):
     f = one("AssertionError: Torch not compiled with CUDA enabled", make_install(tmp_path))
-    assert "indeed a CPU build" in f.detail and "--version 2.13.0 --variant auto && eval" in f.fix
+    assert "indeed a CPU build" in f.detail and f.fix.startswith('fetch a CUDA variant: eval "$(doctor fetch-libtorch --version 2.13.0 --variant auto --emit setenv)"')
     # the variants named are the catalog's, not a hard-coded one
     from doctor.catalog.recommend import published_variants
 
