@@ -80,6 +80,11 @@ class _Retry(Exception):
         self.wait = wait
 
 
+class _Restart(_Retry):
+    """The partial file was dropped and the next request starts from byte 0, at once. It counts
+    as a failure: a server that drops every body and refuses every resume would loop forever."""
+
+
 MAX_REDIRECTS = 10
 
 
@@ -119,22 +124,24 @@ def download(
     _resume_or_start(at, st)
     session = _session()
     failures = attempts = 0
+    furthest = st.offset  # progress is a byte never had before: a restart that gets as far again is not
     resumed_at: list[int] = []
     try:
         while True:
             attempts += 1
-            before = st.offset
             if st.offset:
                 resumed_at.append(st.offset)
             try:
                 if _attempt(session, at, st, progress, check_space):
                     break
             except _Retry as retry:
-                failures = 0 if st.offset > before else failures + 1
+                failures = 0 if st.offset > furthest else failures + 1
+                furthest = max(furthest, st.offset)
                 if failures > retries:
                     raise DoctorError(f"download failed after {attempts} attempts: {retry}",
                                       "run the same command again to resume, or try --mirror", error_id="fetch.download-failed") from None
-                _wait(retry, failures, backoff, st.offset, log)
+                if not isinstance(retry, _Restart):
+                    _wait(retry, failures, backoff, st.offset, log)
     finally:
         session.close()
         if progress is not None:
@@ -172,15 +179,14 @@ def _resume_or_start(at: _Attempt, st: _State) -> None:
 
 
 def _attempt(session, at: _Attempt, st: _State, progress: Progress | None, check_space) -> bool:
-    """One request: True when the file is complete. Raises _Retry to try again."""
+    """One request: True when the file is complete. Raises _Retry to try again (_Restart to
+    start over from byte 0)."""
     headers = _range_headers(at, st)
     resp = _get(session, at, headers)
     with resp:
         verdict = _check_status(resp, at, st)
         if verdict == "done":
             return True
-        if verdict == "again":
-            return False
         _remember(resp, at, st)
         if check_space is not None and not at.space_checked and at.total is not None:
             check_space(at.total - st.offset)
@@ -335,8 +341,8 @@ def _drop_credentials(old: str, new: str) -> str:
 
 
 def _check_status(resp, at: _Attempt, st: _State) -> str:
-    """"go" (stream the body), "done" (nothing left to fetch), "again" (restart at once);
-    or raise for an answer that is final (_Retry for one worth retrying)."""
+    """"go" (stream the body) or "done" (nothing left to fetch); or raise for an answer that is
+    final (_Retry for one worth retrying, _Restart when the partial file was dropped)."""
     status = resp.status_code
     where = redact_url(at.final_url)
     if status in RETRY_STATUS:
@@ -346,7 +352,7 @@ def _check_status(resp, at: _Attempt, st: _State) -> str:
             return "done"  # everything is already here
         at.log("the server refused to resume; starting over")
         st.restart()
-        return "again"
+        raise _Restart("the server refused to resume (HTTP 416)")
     if status in (404, 410):
         raise DoctorError(f"not found (HTTP {status}): {where}",
                           "the catalog may be out of date or the file was removed; "
@@ -366,9 +372,10 @@ def _check_status(resp, at: _Attempt, st: _State) -> str:
     if status == 206 and st.offset:
         m = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
         if not m or int(m.group(1)) != st.offset:
+            asked = st.offset
             at.log("the server answered a different range; starting over")
             st.restart()
-            return "again"
+            raise _Restart(f"the server answered another range than bytes={asked}-")
         if m.group(3) != "*":
             at.total = int(m.group(3))
         return "go"

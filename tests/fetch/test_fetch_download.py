@@ -157,3 +157,27 @@ def test_connection_refused_is_retried_then_reported(tmp_path):
         download(f"http://127.0.0.1:{port}/x.zip", tmp_path / "x.part", allow_http=True, retries=1,
                  backoff=0.01, log=logs.append)
     assert any("retrying" in line for line in logs)
+
+
+@pytest.mark.parametrize("refusal", [
+    416,  # "Range Not Satisfiable" to every resume
+    ("raw", 206, [("Content-Range", f"bytes 10-{len(DATA) - 1}/{len(DATA)}"),
+                  ("Content-Length", str(len(DATA) - 10))], DATA[10:]),  # another range than asked
+])
+def test_a_server_dropping_every_body_and_refusing_every_resume_is_given_up(server, tmp_path, refusal):
+    """Each restart from byte 0 counts as a failure, and getting as far again is no progress:
+    this once looped forever (thousands of requests), whatever --retries said."""
+    server.add("/lt.zip", DATA)
+    server.script("/lt.zip", [("drop", 100_000), refusal] * 10)
+    with pytest.raises(DoctorError, match="download failed after 4 attempts: the server") as err:
+        fetch(server, tmp_path, retries=2)
+    assert err.value.hint and err.value.id == "fetch.download-failed"
+    assert server.gets("/lt.zip") == [None, "bytes=100000-", None, "bytes=100000-"]
+
+
+def test_a_restart_that_gets_further_each_time_is_progress(server, tmp_path):
+    server.add("/lt.zip", DATA)
+    server.script("/lt.zip", [("drop", 50_000), 416, ("drop", 150_000), 416])
+    result, logs = fetch(server, tmp_path, retries=1)
+    assert result.sha256 == SHA
+    assert sum("refused to resume; starting over" in line for line in logs) == 2

@@ -113,7 +113,9 @@ class Server:
     whatever range was asked (a body truncated at the source), ("page", html) to answer 200 with
     that text/html body instead (a proxy's login page), ("serve", data) to answer that request from
 `data` instead of the file (a copy that changed between two requests: its own ETag), ("lie",
-data) to do so under the file's ETag (a mirror whose copies disagree). Ranges:
+data) to do so under the file's ETag (a mirror whose copies disagree), ("raw", status,
+[(header, value), ...], body) to send exactly that answer whatever was asked (a header sent
+twice, a value no parser expects). Ranges:
 `bytes=N-`, `bytes=A-B` and `bytes=-N`. Every request is logged in `requests`."""
 
     def __init__(self, tls: bool = False) -> None:
@@ -191,6 +193,13 @@ data) to do so under the file's ETag (a mirror whose copies disagree). Ranges:
             h.send_header("Content-Length", str(len(step[1])))
             h.end_headers()
             h.wfile.write(step[1])
+            return
+        if isinstance(step, tuple) and step[0] == "raw":
+            h.send_response(step[1])
+            for name, value in step[2]:
+                h.send_header(name, value)
+            h.end_headers()
+            h.wfile.write(step[3])
             return
         if isinstance(step, tuple) and step[0] == "redirect":
             h.send_response(302)
