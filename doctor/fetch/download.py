@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 from doctor import __version__
 from doctor.formats import human_bytes
 from doctor.errors import DoctorError
-from doctor.fetch.names import redact_url
+from doctor.fetch.names import host_problem, redact_url
 from doctor.record import record
 
 CHUNK = 1 << 20  # reading a partial file back
@@ -47,7 +47,10 @@ RETRY_STATUS = {408, 429, 500, 502, 503, 504}
 # From this size, the central directory is read before the body (directory.py): ~100 ms of
 # round trips against seconds of file creation; a smaller archive unpacks as it arrives.
 DIRECTORY_FIRST = 32 << 20
-_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
+_CONTENT_RANGE = re.compile(r"bytes ([0-9]+)-([0-9]+)/([0-9]+|\*)")
+# A byte count or a number of seconds from a header: ASCII digits only (str.isdigit() takes '²',
+# which int() refuses), and few enough of them for any real file or wait.
+_COUNT = re.compile(r"[0-9]{1,19}")
 
 
 @record
@@ -216,7 +219,7 @@ def _directory_first(session, at: _Attempt, st: _State, resp) -> None:
     use = getattr(st.sink, "use_directory", None)
     if use is None or (resp.headers.get("Accept-Ranges") or "").strip().lower() != "bytes":
         return
-    validator = at.meta.get("etag") or at.meta.get("last_modified")
+    validator = _validator(at.meta)
     try:
         directory = read_directory(lambda spec, most: _range(session, at, spec, most, validator))
     except (Unusable, DoctorError, _Retry, requests.exceptions.RequestException, urllib3.exceptions.HTTPError,
@@ -233,9 +236,9 @@ def _range(session, at: _Attempt, spec: str, most: int, validator) -> tuple[int,
     from doctor.fetch.directory import Unusable
 
     url = at.final_url or at.url
-    _check_scheme(url, at)
+    _check_url(url, at)
     headers = {"Range": f"bytes={spec}"}
-    if isinstance(validator, str) and validator:
+    if validator:
         headers["If-Range"] = validator  # the same file as the body's, or a full answer we do not read
     # The body's answer waits meanwhile: a server slow to answer a range costs seconds, not a minute.
     timeout = (min(at.timeout[0], 5.0), min(at.timeout[1], 10.0))
@@ -259,10 +262,18 @@ def _range_headers(at: _Attempt, st: _State) -> dict:
     if not st.offset:
         return {}
     headers = {"Range": f"bytes={st.offset}-"}
-    validator = at.meta.get("etag") or at.meta.get("last_modified")
-    if isinstance(validator, str) and validator:
+    validator = _validator(at.meta)
+    if validator:
         headers["If-Range"] = validator
     return headers
+
+
+def _validator(meta: dict) -> str | None:
+    """The ETag or Last-Modified to send back as If-Range: from the sidecar, a file on disk, so
+    only one that can be sent as a header (printable ASCII) — else the resume is unguarded by
+    nothing and restarts instead."""
+    value = meta.get("etag") or meta.get("last_modified")
+    return value if isinstance(value, str) and 0 < len(value) <= 1024 and value.isascii() and value.isprintable() else None
 
 
 def _get(session, at: _Attempt, headers: dict):
@@ -274,7 +285,7 @@ def _get(session, at: _Attempt, headers: dict):
     url = at.url
     seen = {url}
     for _ in range(MAX_REDIRECTS + 1):
-        _check_scheme(url, at)
+        _check_url(url, at)
         try:
             resp = session.get(url, headers=headers, stream=True, timeout=at.timeout, allow_redirects=False)
         except requests.exceptions.SSLError as exc:
@@ -283,7 +294,16 @@ def _get(session, at: _Attempt, headers: dict):
                               "(the doctor downloads with requests); else check the system's CA certificates and clock",
                               error_id="fetch.tls-error") from exc
         except requests.exceptions.InvalidURL as exc:
-            raise DoctorError(f"invalid URL {redact_url(url)!r}: {_short(exc)}", error_id="fetch.bad-url") from exc
+            raise DoctorError(f"invalid URL {redact_url(url)!r}: {_short(exc)}", _BAD_URL_HINT if url == at.url
+                              else _MISCONFIGURED, error_id="fetch.bad-url") from exc
+        except requests.exceptions.InvalidHeader as exc:  # two different Content-Lengths, say
+            raise DoctorError(f"{_host(url)} answered with a malformed header: {_short(exc)}", _MISCONFIGURED,
+                              error_id="fetch.http-error") from exc
+        except ValueError as exc:
+            # The URL asked for was checked above and the headers sent are ours: what is left is
+            # the answer's Location, which requests parses even when it does not follow it.
+            raise DoctorError(f"{_host(url)} answered with a redirect to a URL that does not parse ({_short(exc)})",
+                              _MISCONFIGURED, error_id="fetch.bad-url") from exc
         except requests.exceptions.ProxyError as exc:  # a setting, not a flaky network: retrying will not help
             raise DoctorError(f"cannot reach the proxy {_proxy_for(url)} that the environment sets for {_host(url)}",
                               "check HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and NO_PROXY (unset them where there is no proxy)",
@@ -309,16 +329,32 @@ def _get(session, at: _Attempt, headers: dict):
         target = urljoin(url, location)
         if target in seen:
             raise DoctorError(f"redirect loop: {redact_url(url)} leads back to {redact_url(target)}",
-                              "the server or mirror is misconfigured; try another --mirror or --url", error_id="fetch.redirect-loop")
+                              _MISCONFIGURED, error_id="fetch.redirect-loop")
         seen.add(target)
         url = _drop_credentials(url, target)
     raise DoctorError(f"more than {MAX_REDIRECTS} redirects from {redact_url(at.url)}",
-                      "the server or mirror is misconfigured; try another --mirror or --url", error_id="fetch.too-many-redirects")
+                      _MISCONFIGURED, error_id="fetch.too-many-redirects")
 
 
-def _check_scheme(url: str, at: _Attempt) -> None:
-    scheme = urlsplit(url).scheme.lower()
+_MISCONFIGURED = "the server or mirror is misconfigured; try another --mirror or --url"
+_BAD_URL_HINT = "check the URL given with --url or --mirror (or $DOCTOR_LIBTORCH_MIRROR)"
+
+
+def _check_url(url: str, at: _Attempt) -> None:
+    """Before a URL is requested (the one asked for, each redirect's): one requests and urllib3
+    can connect to, over a scheme allowed."""
     came_from = f" (redirected from {redact_url(at.url)})" if url != at.url else ""
+    hint = _BAD_URL_HINT if url == at.url else _MISCONFIGURED
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as exc:
+        raise DoctorError(f"cannot fetch {redact_url(url)!r}{came_from}: not a valid URL ({exc})", hint,
+                          error_id="fetch.bad-url") from exc
+    scheme = parts.scheme.lower()
+    problem = host_problem(parts.hostname) if scheme in ("http", "https") else None
+    if problem:
+        raise DoctorError(f"cannot fetch {redact_url(url)!r}{came_from}: {problem}", hint, error_id="fetch.bad-url")
     if scheme == "https":
         return
     if scheme == "http":
@@ -328,7 +364,9 @@ def _check_scheme(url: str, at: _Attempt) -> None:
         raise DoctorError(f"refusing plain HTTP: {redact_url(url)}{came_from}",
                           "an https download is never continued over http" if downgrade
                           else "use --allow-http only for a mirror you trust", error_id="fetch.plain-http")
-    raise DoctorError(f"refusing to fetch {redact_url(url)!r}{came_from}: not an http(s) URL", error_id="fetch.bad-url")
+    raise DoctorError(f"refusing to fetch {redact_url(url)!r}{came_from}: not an http(s) URL",
+                      hint if url == at.url else "the server or mirror sends downloads elsewhere; give an https "
+                      "--url or --mirror that serves the file itself", error_id="fetch.bad-url")
 
 
 def _drop_credentials(old: str, new: str) -> str:
@@ -382,8 +420,7 @@ def _check_status(resp, at: _Attempt, st: _State) -> str:
     if st.offset:
         at.log("the file changed on the server (or it cannot resume); starting over")
         st.restart()
-    length = resp.headers.get("Content-Length", "")
-    at.total = int(length) if length.isdigit() and len(length) < 20 else None
+    at.total = _count(resp.headers.get("Content-Length"))
     if _encoded(resp):
         # Asked for identity, got gzip anyway: decode it, and since Content-Length counts the
         # compressed bytes, stop comparing lengths (the sha256 and the lock still check the file).
@@ -512,8 +549,14 @@ def _write_sidecar(path: Path, meta: dict) -> None:
 
 
 def _retry_after(resp) -> float | None:
-    value = resp.headers.get("Retry-After", "")
-    return float(value) if value.isdigit() else None
+    seconds = _count(resp.headers.get("Retry-After"))
+    return None if seconds is None else float(seconds)
+
+
+def _count(value: str | None) -> int | None:
+    """A header's non-negative integer (Content-Length, Retry-After), or None for anything else."""
+    value = (value or "").strip()
+    return int(value) if _COUNT.fullmatch(value) else None
 
 
 def _host(url: str) -> str:

@@ -4,7 +4,8 @@
   only when it is one plain path component (no separator, no `..`, no control bytes, at most
   255 bytes); otherwise the caller's fallback name is used.
 - `redact_url`: credentials (`user:pass@`) and query strings (`?token=`) never reach the lock,
-  the install record, JSON output or log lines; they are shown as `***`.
+  the install record, JSON output or log lines; they are shown as `***`;
+- `host_problem`: a URL's host that no connection can be made to, said before one is tried.
 """
 
 from __future__ import annotations
@@ -43,6 +44,20 @@ def has_secrets(url: str | None) -> bool:
     except ValueError:
         return True
     return bool(parts.username or parts.password or "@" in parts.netloc or parts.query or parts.fragment)
+
+
+def host_problem(host: str | None) -> str | None:
+    """Why `host` (a URL's hostname) cannot be connected to, or None. urllib3 refuses a name
+    with an empty label or one over 63 bytes (`download..pytorch.org`) only when it connects,
+    with an exception nothing expects; the check is the same IDNA encoding it does."""
+    if not host:
+        return "it names no host"
+    if host.isascii():  # a name beyond ASCII is encoded by requests first, and refused there if it must be
+        try:
+            host.encode("idna")
+        except UnicodeError:
+            return f"the host name {host!r} has an empty label or one over 63 characters"
+    return None
 
 
 def redact_url(url: str | None) -> str | None:

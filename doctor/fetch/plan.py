@@ -16,7 +16,7 @@ from urllib.parse import unquote, urlsplit
 from doctor import fixes
 from doctor.catalog import releases
 from doctor.errors import UsageError
-from doctor.fetch.names import redact_url, safe_component
+from doctor.fetch.names import host_problem, redact_url, safe_component
 from doctor.formats import clip
 from doctor.host import Host
 from doctor.probe.hasktorch_cache import libtorch_home, tree_path
@@ -245,6 +245,9 @@ def _check_url(url: str, allow_http: bool) -> None:
     scheme = parts.scheme.lower()
     if scheme in ("https", "http") and not parts.hostname:
         raise UsageError(f"{shown!r} names no host", "give a URL such as https://host/path/libtorch-….zip")
+    problem = host_problem(parts.hostname) if scheme in ("https", "http") else None
+    if problem:
+        raise UsageError(f"{shown!r}: {problem}", "check the URL's host name (a doubled or stray dot?)")
     if scheme == "https":
         return
     if scheme == "http":

@@ -71,6 +71,28 @@ def test_usage_errors_exit_2_with_one_clear_line(tmp_path, argv, code, message):
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize("argv, env", [
+    (["--url", "https://download..pytorch.org/libtorch-shared-with-deps-2.13.0%2Bcpu.zip"], {}),
+    (["--mirror", "https://download..pytorch.org/libtorch"], {}),
+    ([], {"DOCTOR_LIBTORCH_MIRROR": "https://download..pytorch.org/libtorch"}),
+])
+def test_a_host_name_with_an_empty_label_is_a_usage_error_not_a_crash(tmp_path, argv, env):
+    r = run_doctor("fetch-libtorch", "--version", "2.13.0", "--variant", "cpu", "--no-lock", "--dest",
+                   str(tmp_path / "d"), *argv, cwd=tmp_path, env=doctor_env(HOME=str(tmp_path), **env))
+    assert r.returncode == 2, r.stderr
+    assert "'download..pytorch.org' has an empty label" in r.stderr and "hint:" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "d").exists()
+
+
+def test_a_malformed_answer_exits_1_with_a_hint(server, tmp_path):
+    server.script("/libtorch-shared-with-deps-2.13.0+cpu.zip", [("raw", 302, [("Location", "http://[::1")], b"")])
+    r = run_doctor("fetch-libtorch", "--url", server.url("/libtorch-shared-with-deps-2.13.0%2Bcpu.zip"),
+                   "--allow-http", "--dest", str(tmp_path / "d"), "--no-lock", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.splitlines()[-2].startswith("error: 127.0.0.1 answered with a redirect to a URL that does not parse")
+    assert r.stderr.splitlines()[-1].startswith("hint: ")
+
+
 def test_download_failure_exits_1(server, tmp_path):
     r = run_doctor("fetch-libtorch", "--url", server.url("/libtorch-shared-with-deps-2.13.0%2Bcpu.zip"),
                    "--allow-http", "--dest", str(tmp_path / "d"), "--no-lock", cwd=tmp_path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import pytest
 
@@ -181,3 +182,35 @@ def test_a_restart_that_gets_further_each_time_is_progress(server, tmp_path):
     result, logs = fetch(server, tmp_path, retries=1)
     assert result.sha256 == SHA
     assert sum("refused to resume; starting over" in line for line in logs) == 2
+
+
+def _raw(status, *headers, body=b""):
+    return ("raw", status, [*headers, ("Content-Length", str(len(body)))] if body is not None else list(headers), body)
+
+
+@pytest.mark.parametrize("answer, says", [
+    (("raw", 200, [("Content-Length", str(len(DATA))), ("Content-Length", "5")], DATA), "malformed header"),
+    (_raw(302, ("Location", "http://[::1")), "a redirect to a URL that does not parse"),
+    (_raw(302, ("Location", "ftp://x\x1b[2J\x1b]0;pwn\x07/a.zip")), "a redirect to a URL that does not parse"),
+    (_raw(302, ("Location", "http://download..pytorch.org/x.zip")), "has an empty label"),
+    (_raw(302, ("Location", "http://" + "a" * 64 + ".org/x.zip")), "has an empty label or one over 63"),
+    (_raw(302, ("Location", "ftp://127.0.0.1/x.zip")), "not an http(s) URL"),
+])
+def test_hostile_answers_are_errors_with_a_hint_not_crashes(server, tmp_path, answer, says):
+    server.add("/lt.zip", DATA)
+    server.script("/lt.zip", [answer])
+    with pytest.raises(DoctorError, match=re.escape(says)) as err:
+        fetch(server, tmp_path)
+    assert "misconfigured" in err.value.hint or "elsewhere" in err.value.hint
+    assert len(server.gets("/lt.zip")) == 1
+
+
+def test_a_length_or_wait_in_digits_beyond_ascii_is_no_number(server, tmp_path):
+    """'²'.isdigit() is true, int('²') fails: a Content-Length or Retry-After of '²' read as a
+    number crashed the doctor."""
+    server.add("/lt.zip", DATA)
+    server.script("/lt.zip", [_raw(503, ("Retry-After", "\u00b2")),
+                              ("raw", 200, [("Content-Length", "\u00b2")], DATA)])
+    result, logs = fetch(server, tmp_path)
+    assert result.sha256 == SHA and result.size == len(DATA)  # read to the end of the body, size unknown
+    assert any("HTTP 503" in line and "retrying in 0.0 s" in line for line in logs), logs

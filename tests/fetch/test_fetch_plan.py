@@ -122,6 +122,10 @@ def test_nightly_has_no_version_and_no_lock(tmp_path):
     (FetchRequest(version="2.13.0", variant="cpu", platform="macos-arm64", abi="cxx11"), "Linux only"),
     (FetchRequest(version="2.13.0", variant="cpu", from_wheel=True, debug=True), "Windows zips"),
     (FetchRequest(archive=Path("/nope/libtorch-shared-with-deps-2.13.0+cpu.zip")), "no such file"),
+    # urllib3 refuses these host names only when it connects, with an exception nothing expected
+    (FetchRequest(url="https://download..pytorch.org/libtorch-shared-with-deps-2.13.0%2Bcpu.zip"), "empty label"),
+    (FetchRequest(mirror="https://" + "a" * 64 + ".example", version="2.13.0", variant="cpu"), "one over 63"),
+    (FetchRequest(mirror="https://.example", version="2.13.0", variant="cpu"), "empty label"),
 ])
 def test_refusals(tmp_path, req, message):
     with pytest.raises(UsageError, match=message):
