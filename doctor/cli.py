@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                          "raise the limits it runs under (ulimit -v, ulimit -u, the container's memory), or free memory")
         import traceback  # only here: importing it costs a few ms of every start
 
-        text = traceback.format_exc()
+        text = _redacted(traceback.format_exc())
         where = write_crash_report(text, args)
         _say(text, one_line=False)
         _say(
@@ -350,10 +350,21 @@ def crash_dir() -> str:
     return platformdirs.user_cache_dir("torch-doctor", appauthor=False)
 
 
+def _redacted(text: str) -> str:
+    """`text` with the credentials and query strings of the URLs it quotes shown as ***, as
+    everywhere else (docs/fetch.md): a crash report is attached to public bug reports."""
+    try:
+        from doctor.fetch.names import redact_secrets
+
+        return redact_secrets(text)
+    except Exception:  # the crash path never raises: a doctor broken this far keeps its traceback
+        return text
+
+
 def write_crash_report(text: str, argv: list[str]) -> str | None:
     """Save the traceback with what is needed to reproduce it; the path, or None when no folder
     takes it (a cache folder that is a file, a read-only home): then the traceback on stderr
-    is the report."""
+    is the report. URL credentials and query strings, in argv and the text, are redacted."""
     import platform
     import tempfile
     import time
@@ -361,8 +372,8 @@ def write_crash_report(text: str, argv: list[str]) -> str | None:
     body = (
         f"torch-doctor {__version__} crash report\n"
         f"time: {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
-        f"argv: {' '.join(repr(a) for a in argv)}\n"
-        f"python: {sys.version.split()[0]} on {platform.platform()}\n\n{text}"
+        f"argv: {' '.join(repr(_redacted(a)) for a in argv)}\n"
+        f"python: {sys.version.split()[0]} on {platform.platform()}\n\n{_redacted(text)}"
     )
     name = f"crash-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{os.getpid()}.txt"
     from doctor.errors import DoctorError

@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 from doctor import __version__
 from doctor.formats import human_bytes
 from doctor.errors import DoctorError
-from doctor.fetch.names import host_problem, redact_url
+from doctor.fetch.names import host_problem, redact_secrets, redact_url
 from doctor.record import record
 
 CHUNK = 1 << 20  # reading a partial file back
@@ -566,9 +566,6 @@ def _host(url: str) -> str:
         return "the server"
 
 
-_SECRET_BITS = re.compile(r"\?[^\s'\")]*|(?<=//)[^/@\s'\"]+@")
-
-
 def _cause(exc: BaseException, kind: type) -> BaseException | None:
     """The first exception of `kind` behind `exc`: requests wraps urllib3's, which wraps the socket's."""
     seen = set()
@@ -597,7 +594,7 @@ def _proxy_for(url: str) -> str:
 
 def _short(exc: BaseException) -> str:
     """An exception's text for one log line: query strings and credentials it quotes redacted."""
-    text = _SECRET_BITS.sub(lambda m: "***@" if m.group(0).endswith("@") else "?***", str(exc))
+    text = redact_secrets(str(exc))
     return text if len(text) < 160 else text[:157] + "..."
 
 

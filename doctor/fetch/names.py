@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+import re
 from urllib.parse import urlsplit, urlunsplit
 
 NAME_MAX = 255  # bytes in one path component on Linux and macOS file systems
@@ -68,13 +69,22 @@ def redact_url(url: str | None) -> str | None:
         parts = urlsplit(url)
         host = parts.netloc.rpartition("@")[2]
     except ValueError:  # not even parseable: cut what could be secret by plain text rules
-        import re
-
         url = re.sub(r"(?<=//)[^/]*@", SECRET + "@", url)
         return re.sub(r"[?#].*", "?" + SECRET, url, flags=re.S)
     netloc = f"{SECRET}@{host}" if "@" in parts.netloc else host
     return urlunsplit((parts.scheme, netloc, parts.path, SECRET if parts.query else "",
                        SECRET if parts.fragment else ""))
+
+
+# In free text (an exception's message, a traceback, a command line): a query string, and the
+# user information of anything after `//` (up to its last `@`, as urlsplit reads it).
+_SECRET_BITS = re.compile(r"\?[^\s'\")]*|(?<=//)[^/?#\s'\"]*@")
+
+
+def redact_secrets(text: str) -> str:
+    """`text` with every query string and `user:pass@` in it shown as `***`: for text that
+    quotes URLs it does not name (a library's exception, a traceback, argv)."""
+    return _SECRET_BITS.sub(lambda m: SECRET + "@" if m.group(0).endswith("@") else "?" + SECRET, text)
 
 
 def redact_text(text: str, *urls: str | None) -> str:

@@ -324,3 +324,28 @@ def test_the_main_thread_waiting_on_a_probe_still_takes_a_signal_another_thread_
                        env=_env(PYTHONPATH=str(REPO)))
     lines = dict(line.split() for line in r.stdout.splitlines())
     assert float(lines["result(timeout=3)"]) >= 2.9 and float(lines["result_of"]) <= 1.0, (r.stdout, r.stderr)
+
+
+def test_a_crash_report_keeps_no_url_credentials_or_query_strings(tmp_path):
+    """docs/fetch.md: credentials and query strings are *** everywhere; a crash report, which
+    people attach to public bug reports, kept argv verbatim."""
+    cache = tmp_path / "cache"
+    url = "https://bob:hunter2@h.example/libtorch-shared-with-deps-2.13.0%2Bcpu.zip?token=s3cr3t"
+    result = doctor_subprocess("fetch-libtorch", "--url", url, f"--mirror=https://u:pa@ss@m.example/x?k=s3cr3t",
+                               "--dry-run", env={"DOCTOR_DEBUG_CRASH": "1", "XDG_CACHE_HOME": str(cache)})
+    assert result.returncode == 3, result.stderr
+    line = next(l for l in result.stderr.splitlines() if l.startswith("crash report: "))
+    text = Path(line.removeprefix("crash report: ")).read_text()
+    assert "argv: 'fetch-libtorch' '--url' 'https://***@h.example/libtorch-shared-with-deps-2.13.0%2Bcpu.zip?***'" in text
+    assert "'--mirror=https://***@m.example/x?***'" in text
+    assert not any(s in t for s in ("hunter2", "s3cr3t", "ss@") for t in (text, result.stderr))
+
+
+def test_a_traceback_quoting_a_url_is_redacted_in_the_crash_report(tmp_path):
+    from doctor.cli import write_crash_report
+
+    where = write_crash_report("Traceback ...\nInvalidURL: 'https://bob:hunter2@h.example/x?token=s3cr3t'\n"
+                               "ConnectionError: Max retries exceeded with url: /x.zip?sig=s3cr3t\n", ["check"])
+    text = Path(where).read_text()
+    assert "InvalidURL: 'https://***@h.example/x?***'" in text and "url: /x.zip?***" in text
+    assert "hunter2" not in text and "s3cr3t" not in text
