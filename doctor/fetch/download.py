@@ -417,10 +417,21 @@ def _check_status(resp, at: _Attempt, st: _State) -> str:
         if m.group(3) != "*":
             at.total = int(m.group(3))
         return "go"
-    if st.offset:
-        at.log("the file changed on the server (or it cannot resume); starting over")
-        st.restart()
-    at.total = _count(resp.headers.get("Content-Length"))
+    if status == 206:
+        # Asked for the whole file: only a "part" that is all of it will do (a cache or proxy
+        # answering with another request's range once had `bytes 100-…` taken as the file).
+        value = resp.headers.get("Content-Range", "")
+        m = _CONTENT_RANGE.fullmatch(value.strip())
+        if (not m or m.group(1) != "0" or m.group(3) == "*" or any(len(g) > 19 for g in m.groups())
+                or int(m.group(2)) + 1 != int(m.group(3))):
+            raise DoctorError(f"{where} answered a request for the whole file with a part of it (HTTP 206, "
+                              f"Content-Range {value[:80]!r})", _MISCONFIGURED, error_id="fetch.http-error")
+        at.total = int(m.group(3))
+    else:
+        if st.offset:
+            at.log("the file changed on the server (or it cannot resume); starting over")
+            st.restart()
+        at.total = _count(resp.headers.get("Content-Length"))
     if _encoded(resp):
         # Asked for identity, got gzip anyway: decode it, and since Content-Length counts the
         # compressed bytes, stop comparing lengths (the sha256 and the lock still check the file).

@@ -214,3 +214,22 @@ def test_a_length_or_wait_in_digits_beyond_ascii_is_no_number(server, tmp_path):
     result, logs = fetch(server, tmp_path)
     assert result.sha256 == SHA and result.size == len(DATA)  # read to the end of the body, size unknown
     assert any("HTTP 503" in line and "retrying in 0.0 s" in line for line in logs), logs
+
+
+@pytest.mark.parametrize("content_range", [f"bytes 100-{len(DATA) - 1}/{len(DATA)}", "bytes 0-99/300000", "",
+                                           f"bytes 0-{len(DATA) - 1}/*", "bytes 0-" + "9" * 40 + "/" + "9" * 40])
+def test_a_part_of_the_file_answering_a_request_for_all_of_it_is_refused(server, tmp_path, content_range):
+    """A 206 to a request without Range was taken as the whole file whatever range it held."""
+    body = DATA[100:] if content_range.startswith("bytes 100") else DATA
+    server.script("/lt.zip", [("raw", 206, [("Content-Range", content_range), ("Content-Length", str(len(body)))],
+                               body)])
+    with pytest.raises(DoctorError, match="answered a request for the whole file with a part of it") as err:
+        fetch(server, tmp_path)
+    assert err.value.hint and err.value.id == "fetch.http-error"
+
+
+def test_a_206_holding_all_of_the_file_is_the_file(server, tmp_path):
+    server.script("/lt.zip", [("raw", 206, [("Content-Range", f"bytes 0-{len(DATA) - 1}/{len(DATA)}"),
+                                            ("Content-Length", str(len(DATA)))], DATA)])
+    result, _ = fetch(server, tmp_path)
+    assert result.sha256 == SHA and result.size == len(DATA)
