@@ -456,7 +456,38 @@ def _reader(zf: zipfile.ZipFile) -> Callable[[zipfile.ZipInfo], bytes]:
             return zf.read(info)
         except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as exc:
             raise BadArchive(f"the archive is damaged: {exc}", "fetch it again") from exc
+        except OSError as exc:
+            raise _outside(exc, info) from exc
     return read
+
+
+def _chunks(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> Iterable[bytes]:
+    """An entry's bytes, CHUNK at a time (errors of the archive's reading, not of any writing)."""
+    try:
+        src = zf.open(info)
+    except OSError as exc:
+        raise _outside(exc, info) from exc
+    with src:
+        while True:
+            try:
+                chunk = src.read(CHUNK)
+            except OSError as exc:
+                raise _outside(exc, info) from exc
+            if not chunk:
+                return
+            yield chunk
+
+
+def _outside(exc: OSError, info: zipfile.ZipInfo) -> Exception:
+    """zipfile seeks to where the central directory puts an entry: in an archive cut at its
+    start that is before byte 0, and the seek's EINVAL is the archive's fault, not the folder
+    being unpacked into. Any other error reading it stays what it is."""
+    import errno
+
+    if exc.errno == errno.EINVAL:
+        return BadArchive(f"the archive is damaged: its entry {info.filename!r} lies outside the file "
+                          "(cut short at its start?)", "fetch it again")
+    return exc
 
 
 def lzma_error() -> type[Exception]:
@@ -485,9 +516,8 @@ def nar_hash_zip(zip_path: str | os.PathLike[str], strip_root: bool = True) -> s
                 writer.symlink(entry.path, entry.data)
             else:
                 feed = writer.file(entry.path, entry.info.file_size, entry.executable)
-                with zf.open(entry.info) as src:
-                    while chunk := src.read(CHUNK):
-                        feed(chunk)
+                for chunk in _chunks(zf, entry.info):
+                    feed(chunk)
                 writer.end_file()
         writer.finish()
     return sri(h.digest())
@@ -502,12 +532,11 @@ def _write_file(zf: zipfile.ZipFile, entry: Entry, full: bytes, feed, progress, 
             feed(entry.data)
             writer.write(fd, entry.data)
         else:
-            with zf.open(entry.info) as src:
-                while chunk := src.read(CHUNK):
-                    feed(chunk)
-                    writer.write(fd, chunk)
-                    if progress is not None:
-                        progress(len(chunk))
+            for chunk in _chunks(zf, entry.info):
+                feed(chunk)
+                writer.write(fd, chunk)
+                if progress is not None:
+                    progress(len(chunk))
     except BaseException:
         writer.close(fd, None)
         raise

@@ -173,3 +173,14 @@ def test_damaged_archive(tmp_path):
     (tmp_path / "t.zip").write_bytes(bytes(data[: len(data) // 2]))  # cut in half: no central directory
     with pytest.raises(BadArchive, match="not a readable zip"):
         ours_into(tmp_path / "t.zip", tmp_path / "out2")
+
+
+def test_an_archive_cut_at_its_start_is_damaged_not_an_unwritable_folder(tmp_path):
+    """zipfile seeks before byte 0 for an entry of an archive missing its first bytes: that
+    EINVAL was reported as the destination's ("cannot unpack … into <folder>: Invalid argument")."""
+    z = libtorch_zip(tmp_path / "l.zip")
+    cut = tmp_path / "cut.zip"
+    cut.write_bytes(z.read_bytes()[100:])
+    for unpack in (lambda: ours_into(cut, tmp_path / "out"), lambda: nar_hash_zip(cut)):
+        with pytest.raises(BadArchive, match="the archive is damaged: its entry 'libtorch/.*' lies outside the file"):
+            unpack()

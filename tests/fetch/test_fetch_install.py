@@ -454,6 +454,16 @@ def test_local_archive_and_url_beyond_the_table(server, tmp_path):
     assert read_install_record(tmp_path / "b")["source"]["url"] == server.url("/custom/build.zip")
 
 
+def test_a_damaged_archive_is_named_as_such_not_the_destination(tmp_path):
+    z = libtorch_zip(tmp_path / "libtorch-shared-with-deps-2.13.0+cpu.zip")
+    z.write_bytes(z.read_bytes()[100:])
+    r = cli("--archive", str(z), "--dest", str(tmp_path / "a"), "--no-lock", "--json")
+    assert r.exit_code == 1, r.output
+    assert json.loads(r.stdout)["error"]["id"] == "fetch.bad-archive"
+    assert "error: the archive is damaged" in r.stderr and "hint: " in r.stderr
+    assert str(tmp_path) not in r.stderr.split("error:", 1)[1] and not (tmp_path / "a").exists()
+
+
 def test_json_output(server, tmp_path):
     serve(server, tmp_path)
     r = cli(*args(server, tmp_path, "--json", "-q"))
