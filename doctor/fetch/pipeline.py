@@ -218,21 +218,23 @@ def _stream_into(dest: Path, part: Path):
 
 
 def _keep_or_remove(plan: Plan, part: Path, keep: bool, log) -> None:
-    if not keep:
-        remove_part(part)
-        return
-    # The name comes from the URL: use it only when it is one plain file name.
-    name = safe_component(plan.file_name, "libtorch.zip")
-    kept = part.parent / name
-    try:
+    """After the install succeeded: the archive kept when asked, else removed. Keeping it is a
+    convenience: where it fails, a warning says so and the install stands (its lock entry is
+    still recorded), and the partial file and its resume note do not stay behind."""
+    if keep:
+        # The name comes from the URL: use it only when it is one plain file name.
+        kept = part.parent / safe_component(plan.file_name, "libtorch.zip")
+        why = None
         if kept.is_symlink() or kept.is_dir():
-            raise DoctorError(f"did not keep the archive: {kept} exists and is not a plain file",
-                              "the install itself succeeded", error_id="fetch.keep-archive")
-        writes.rename_over(part, kept)
-    except OSError as exc:
-        raise os_error(exc, "keep the archive at", kept) from exc
+            why = f"{kept} exists and is not a plain file"
+        else:
+            try:
+                writes.rename_over(part, kept)
+            except OSError as exc:
+                why = os_error(exc, "keep it at", kept).message
+        log(f"warning: did not keep the archive: {why}; the install itself succeeded" if why
+            else f"kept the archive at {kept}")
     remove_part(part)
-    log(f"kept the archive at {kept}")
 
 
 def _same_kind(record: InstallRecord, plan: Plan) -> bool:

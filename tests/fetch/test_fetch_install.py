@@ -464,6 +464,25 @@ def test_a_damaged_archive_is_named_as_such_not_the_destination(tmp_path):
     assert str(tmp_path) not in r.stderr.split("error:", 1)[1] and not (tmp_path / "a").exists()
 
 
+@pytest.mark.parametrize("blocker", ["dir", "symlink"])
+def test_an_archive_that_cannot_be_kept_is_a_warning_after_a_good_install(server, tmp_path, blocker):
+    """The install succeeded: it once ended exit 1, with its lock entry not recorded and the
+    whole .part and its resume note left beside the destination for good."""
+    serve(server, tmp_path)
+    kept = tmp_path / "libtorch-shared-with-deps-2.13.0+cpu.zip"
+    if blocker == "dir":
+        kept.mkdir()
+    else:
+        kept.symlink_to(tmp_path / "elsewhere.zip")
+    r = cli(*args(server, tmp_path, "--keep-archive"))
+    assert r.exit_code == 0, r.output
+    assert f"warning: did not keep the archive: {kept} exists and is not a plain file" in r.stderr
+    assert "hashes recorded in" in r.stdout
+    assert "2.13.0/linux-x86_64/cpu/cxx11" in json.loads((tmp_path / "libtorch.lock").read_text())["libtorch"]
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith((".part", ".part.json"))]
+    assert (kept.is_dir() and not any(kept.iterdir())) if blocker == "dir" else not kept.exists()
+
+
 def test_json_output(server, tmp_path):
     serve(server, tmp_path)
     r = cli(*args(server, tmp_path, "--json", "-q"))
