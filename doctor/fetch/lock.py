@@ -103,15 +103,36 @@ def _show(value: Any) -> str:
 
 
 def read_lock(path: Path) -> dict:
-    """The lock's entries by key ({} when the file does not exist)."""
+    """The lock's entries by key ({} when the file does not exist). Opened non-blocking and
+    refused unless it is a regular file: a FIFO named by --lock waited forever for a writer, and
+    /dev/zero was read up to the size cap."""
+    import os
+    import stat
+
+    from doctor.host import read_fd
+
+    flags = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+             | getattr(os, "O_BINARY", 0))
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_LOCK_BYTES + 1)
+        fd = os.open(path, flags)
     except FileNotFoundError:
         return {}
     except OSError as exc:
-        raise DoctorError(f"cannot read the lock file {path}: {exc.strerror or exc}",
-                          "give --lock PATH to a readable file, or --no-lock", error_id="lock.unreadable") from exc
+        raise _unreadable(path, exc) from exc
+    try:
+        st = os.fstat(fd)
+        mode = st.st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a directory" if stat.S_ISDIR(mode) else "a named pipe (FIFO)" if stat.S_ISFIFO(mode)
+                    else "a socket" if stat.S_ISSOCK(mode) else "a device")
+            raise DoctorError(f"the lock file {path} is {kind}, not a file",
+                              "give --lock a path to a plain file (or to none yet: it is created), or --no-lock",
+                              error_id="lock.unreadable")
+        raw = read_fd(fd, MAX_LOCK_BYTES + 1, st.st_size)
+    except OSError as exc:
+        raise _unreadable(path, exc) from exc
+    finally:
+        os.close(fd)
     if len(raw) > MAX_LOCK_BYTES:
         raise DoctorError(f"{path} is over {MAX_LOCK_BYTES >> 20} MiB: not a libtorch lock file", _HINT, error_id=_BAD)
     try:
@@ -120,6 +141,11 @@ def read_lock(path: Path) -> dict:
         raise DoctorError(f"{path} is not UTF-8 text (byte {exc.start} is {raw[exc.start]:#04x})",
                           "a lock file is JSON in UTF-8; fix it, or remove it to record fresh hashes", error_id=_BAD) from exc
     return parse_lock(text, path)
+
+
+def _unreadable(path: Path, exc: OSError) -> DoctorError:
+    return DoctorError(f"cannot read the lock file {path}: {exc.strerror or exc}",
+                       "give --lock PATH to a readable file, or --no-lock", error_id="lock.unreadable")
 
 
 def lock_entry(path: Path | None, key: str) -> dict | None:

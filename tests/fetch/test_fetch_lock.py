@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 from pathlib import Path
 
 import pytest
+from testsupport.fetch_helpers import libtorch_zip, run_doctor
 
 from doctor.errors import DoctorError
 from doctor.fetch.fsops import space_error
@@ -43,6 +45,24 @@ def test_bad_lock_files_are_clear_errors(tmp_path, text, message):
     lock.write_text(text)
     with pytest.raises(DoctorError, match=message):
         read_lock(lock)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_lock_path_that_is_no_regular_file_is_refused_before_anything_is_installed(tmp_path, kind):
+    """A FIFO at --lock hung the fetch for good (a blocking open, waiting for a writer); /dev/zero
+    was read up to the 16 MiB cap."""
+    if kind == "fifo":
+        lock = tmp_path / "f.lock"
+        os.mkfifo(lock)
+    else:
+        lock = Path("/dev/zero")
+    z = libtorch_zip(tmp_path / "libtorch-shared-with-deps-2.13.0+cpu.zip")
+    r = run_doctor("fetch-libtorch", "--archive", str(z), "--dest", str(tmp_path / "d"), "--lock", str(lock),
+                   cwd=tmp_path, timeout=30)
+    assert r.returncode == 1, r.stderr
+    said = "a named pipe (FIFO)" if kind == "fifo" else "a device"
+    assert f"error: the lock file {lock} is {said}, not a file" in r.stderr and "hint: " in r.stderr
+    assert not (tmp_path / "d").exists()
 
 
 def _writer(lock: str, i: int) -> None:
