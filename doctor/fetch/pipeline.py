@@ -78,6 +78,7 @@ def fetch(host: Host, plan: Plan, opts: FetchOptions, log: Callable[[str], None]
         from dataclasses import replace
 
         plan = replace(plan, lock_path=Path(host.real(plan.lock_path)))
+        _check_lock_outside(plan.lock_path, dest)
     guard = _take_guard(dest, log)
     try:
         if guard is not None and guard.held:  # leftovers seen while holding the lock are dead
@@ -88,6 +89,18 @@ def fetch(host: Host, plan: Plan, opts: FetchOptions, log: Callable[[str], None]
     finally:
         if guard is not None:
             guard.release()
+
+
+def _check_lock_outside(lock: Path, dest: Path) -> None:
+    """A lock file inside the destination would be part of the tree: replaced (or deleted by
+    --force) with it, and --verify would find the tree changed once the lock was written."""
+    where, tree = Path(os.path.realpath(lock)), Path(os.path.realpath(dest))
+    if where == tree or tree in where.parents:
+        from doctor.errors import UsageError
+
+        raise UsageError(f"the lock file {lock} is inside the destination {dest}: it would be replaced with the tree",
+                         "keep the lock outside --dest (give --lock PATH elsewhere, or run from another folder), "
+                         "or use --no-lock")
 
 
 def _take_guard(dest: Path, log):

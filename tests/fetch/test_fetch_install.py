@@ -483,6 +483,24 @@ def test_an_archive_that_cannot_be_kept_is_a_warning_after_a_good_install(server
     assert (kept.is_dir() and not any(kept.iterdir())) if blocker == "dir" else not kept.exists()
 
 
+def test_a_lock_file_inside_the_destination_is_refused_before_anything_is_written(tmp_path):
+    """Inside the tree, the lock was installed over (--verify then found the tree changed) and
+    --force deleted it with the old tree."""
+    z = libtorch_zip(tmp_path / "libtorch-shared-with-deps-2.13.0+cpu.zip")
+    dest = tmp_path / "D"
+    r = run_doctor("fetch-libtorch", "--archive", str(z), "--dest", str(dest), "--lock", str(dest / "libtorch.lock"),
+                   cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert f"error: the lock file {dest / 'libtorch.lock'} is inside the destination {dest}" in r.stderr
+    assert "hint: " in r.stderr and not dest.exists()
+    assert run_doctor("fetch-libtorch", "--archive", str(z), "--dest", str(dest), "--no-lock", cwd=tmp_path).returncode == 0
+    before = tree_listing(dest)
+    for extra in ((), ("--force",), ("--verify",)):  # the default ./libtorch.lock, run from inside the tree
+        r = run_doctor("fetch-libtorch", "--archive", str(z), "--dest", str(dest), *extra, cwd=dest / "lib")
+        assert r.returncode == 2 and "is inside the destination" in r.stderr, r.stderr
+    assert tree_listing(dest) == before
+
+
 def test_json_output(server, tmp_path):
     serve(server, tmp_path)
     r = cli(*args(server, tmp_path, "--json", "-q"))
