@@ -105,19 +105,26 @@ def _show(value: Any) -> str:
 def read_lock(path: Path) -> dict:
     """The lock's entries by key ({} when the file does not exist). Opened non-blocking and
     refused unless it is a regular file: a FIFO named by --lock waited forever for a writer, and
-    /dev/zero was read up to the size cap."""
+    /dev/zero was read up to the size cap. A symlink is refused too: the lock is written by
+    replacing the file at its name (never through a link), which would have turned the link
+    into a plain file after reading its target."""
+    import errno
     import os
     import stat
 
     from doctor.host import read_fd
 
     flags = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
-             | getattr(os, "O_BINARY", 0))
+             | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0))
+    if os.path.islink(path):
+        raise _symlink(path)
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:
         return {}
     except OSError as exc:
+        if exc.errno == errno.ELOOP:  # made a link since the look above
+            raise _symlink(path) from exc
         raise _unreadable(path, exc) from exc
     try:
         st = os.fstat(fd)
@@ -141,6 +148,16 @@ def read_lock(path: Path) -> dict:
         raise DoctorError(f"{path} is not UTF-8 text (byte {exc.start} is {raw[exc.start]:#04x})",
                           "a lock file is JSON in UTF-8; fix it, or remove it to record fresh hashes", error_id=_BAD) from exc
     return parse_lock(text, path)
+
+
+def _symlink(path: Path) -> DoctorError:
+    import os
+
+    from doctor.quoting import sh_paste
+
+    return DoctorError(f"the lock file {path} is a symbolic link: it is neither read nor written through one",
+                       f"give the file it points to: --lock {sh_paste(os.path.realpath(path))} (or replace the link "
+                       "with the file itself)", error_id="lock.unreadable")
 
 
 def _unreadable(path: Path, exc: OSError) -> DoctorError:

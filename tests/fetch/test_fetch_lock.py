@@ -65,6 +65,28 @@ def test_a_lock_path_that_is_no_regular_file_is_refused_before_anything_is_insta
     assert not (tmp_path / "d").exists()
 
 
+@pytest.mark.parametrize("target", ["real.lock", "missing.lock"])
+def test_a_symlinked_lock_is_refused_not_read_through_then_replaced_by_a_plain_file(tmp_path, target):
+    real = tmp_path / "repo" / target
+    real.parent.mkdir()
+    if target == "real.lock":
+        write_lock_entry(real, "2.6.0/linux-x86_64/cpu/cxx11", {"sha256": "a" * 64, "nar_hash": NAR})
+    before = real.read_bytes() if real.exists() else None
+    link = tmp_path / "sl.lock"
+    link.symlink_to(Path("repo") / target)
+    with pytest.raises(DoctorError, match="is a symbolic link") as err:
+        read_lock(link)
+    assert f"--lock {real}" in err.value.hint
+    with pytest.raises(DoctorError, match="is a symbolic link"):
+        write_lock_entry(link, "2.13.0/linux-x86_64/cpu/cxx11", {"sha256": "b" * 64, "nar_hash": NAR})
+    assert link.is_symlink() and (real.read_bytes() if real.exists() else None) == before
+    z = libtorch_zip(tmp_path / "libtorch-shared-with-deps-2.13.0+cpu.zip")
+    r = run_doctor("fetch-libtorch", "--archive", str(z), "--dest", str(tmp_path / "d"), "--lock", str(link),
+                   cwd=tmp_path)
+    assert r.returncode == 1 and f"error: the lock file {link} is a symbolic link" in r.stderr, r.stderr
+    assert link.is_symlink() and not (tmp_path / "d").exists()
+
+
 def _writer(lock: str, i: int) -> None:
     write_lock_entry(Path(lock), f"2.{i}.0/linux-x86_64/cpu/cxx11", {"sha256": f"{i:064x}", "nar_hash": NAR})
 
