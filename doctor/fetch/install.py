@@ -121,9 +121,14 @@ def _unpack(plan: Plan, archive: Path, staging: Path):
             with zipfile.ZipFile(archive) as zf:
                 facts = wheel.read_wheel_facts(zf)
         except zipfile.BadZipFile as exc:
-            raise DoctorError(f"{archive.name} is not a readable wheel: {exc}", error_id="fetch.bad-archive") from exc
+            raise DoctorError(f"{archive.name} is not a readable wheel: {exc}",
+                              "pip's download is damaged or not a wheel: run the fetch again (pip downloads it "
+                              "afresh), or check the index pip uses (--index-url, pip.conf)",
+                              error_id="fetch.bad-archive") from exc
         if facts.base_version != plan.version:
-            raise DoctorError(f"pip downloaded torch {facts.version}, not {plan.version}", error_id="fetch.wrong-build")
+            raise DoctorError(f"pip downloaded torch {facts.version}, not {plan.version}",
+                              f"check --version, and that the index pip uses (--index-url, pip.conf) serves "
+                              f"torch=={plan.version}", error_id="fetch.wrong-build")
         if facts.variant != plan.variant:
             raise DoctorError(
                 f"pip downloaded torch {facts.version} (variant {facts.variant}), not the {plan.variant} variant",
@@ -170,7 +175,8 @@ def check_tree(plan: Plan, root: Path) -> tuple[str | None, str, str | None, str
                               "check --abi, or the URL/file", error_id="fetch.wrong-build")
         abi = said or plan.abi
     if variant is not None and safe_component(variant, "") != variant:
-        raise DoctorError(f"variant {variant!r} is not a plain name", error_id="fetch.bad-archive")
+        raise DoctorError(f"variant {variant!r} is not a plain name",
+                          "give --variant as one plain name (cpu, cuXYZ, rocmX.Y)", error_id="fetch.bad-archive")
     return version, variant, abi, build_version
 
 

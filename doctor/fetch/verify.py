@@ -36,7 +36,10 @@ def check_lock_entry(entry: dict | None, sha256: str, size: int, lock_path: Path
     origin = f"{lock_path} [{key}]"
     check_sha256(sha256, entry.get("sha256"), what, origin)
     if isinstance(entry.get("size"), int) and entry["size"] != size:
-        raise ChecksumMismatch(f"size mismatch: {origin} records {entry['size']} bytes, got {size}")
+        raise ChecksumMismatch(f"size mismatch: {origin} records {entry['size']} bytes, got {size}",
+                               "nothing was installed; the archive is not the file the lock recorded (cut short, or "
+                               "replaced upstream or by the mirror): fetch it again, and if it really changed, check "
+                               "why before trusting it (then --update-lock re-records it)")
 
 
 def check_parts(actual: list[str], recorded: dict, tree: Path, origin: str, excludes: tuple[str, ...]) -> None:

@@ -122,15 +122,20 @@ def _origin(text: str) -> str | None:
     return None
 
 
+_NOT_TORCH = ("check that the index pip uses (--index-url, pip.conf) serves PyTorch's own torch wheels "
+              "(https://download.pytorch.org/whl/<variant>)")
+
+
 def read_wheel_facts(zf: zipfile.ZipFile) -> WheelFacts:
     try:
         text = zf.read("torch/version.py").decode("utf-8", "replace")
     except KeyError as exc:
-        raise DoctorError("that wheel has no torch/version.py: not a PyTorch wheel", error_id="fetch.bad-archive") from exc
+        raise DoctorError("that wheel has no torch/version.py: not a PyTorch wheel", _NOT_TORCH,
+                          error_id="fetch.bad-archive") from exc
     values = {k: v for k, v in parse_version_py(text).items() if isinstance(v, str)}
     version = values.get("__version__")
     if not version:
-        raise DoctorError("torch/version.py in the wheel names no __version__", error_id="fetch.bad-archive")
+        raise DoctorError("torch/version.py in the wheel names no __version__", _NOT_TORCH, error_id="fetch.bad-archive")
     base, local = split_local(version)
     # Wheels from PyPI carry no "+cuXYZ"; version.py still says which CUDA they were built for.
     variant = local or variant_from(values.get("cuda"), values.get("hip"))

@@ -501,6 +501,18 @@ def test_a_lock_file_inside_the_destination_is_refused_before_anything_is_writte
     assert tree_listing(dest) == before
 
 
+def test_a_size_the_lock_disagrees_with_is_an_error_with_a_hint(server, tmp_path):
+    serve(server, tmp_path)
+    assert cli(*args(server, tmp_path)).exit_code == 0
+    lock = tmp_path / "libtorch.lock"
+    data = json.loads(lock.read_text())
+    data["libtorch"]["2.13.0/linux-x86_64/cpu/cxx11"]["size"] += 1
+    lock.write_text(json.dumps(data))
+    r = cli(*args(server, tmp_path, "--force"))
+    assert r.exit_code == 1
+    assert "error: size mismatch:" in r.stderr and "hint: nothing was installed" in r.stderr, r.stderr
+
+
 def test_json_output(server, tmp_path):
     serve(server, tmp_path)
     r = cli(*args(server, tmp_path, "--json", "-q"))

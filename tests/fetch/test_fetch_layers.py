@@ -37,3 +37,16 @@ def test_record_file_name_is_spelled_only_in_record_py():
     spelled = [p.relative_to(PKG).as_posix() for p in (PKG / "fetch").glob("*.py")
                if '"torch-doctor.json"' in p.read_text()]
     assert spelled == ["fetch/record.py"]
+
+
+def test_every_error_fetch_raises_says_what_to_do():
+    """An error is one `error:` line and a `hint:` line (a usage error, exit 2, gets a pointer to
+    --help from the CLI): every DoctorError built in doctor/fetch is given a hint."""
+    kinds = {"DoctorError", "BadArchive", "ChecksumMismatch"}
+    bare = []
+    for path in sorted((PKG / "fetch").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) in kinds:
+                if len(node.args) < 2 and not any(k.arg == "hint" for k in node.keywords):
+                    bare.append(f"{path.relative_to(PKG).as_posix()}:{node.lineno}")
+    assert bare == []

@@ -201,11 +201,8 @@ def test_only_lib_include_share_become_the_tree():
     assert wheel.tree_name("torch/library.py") is None  # "lib" prefix, but not the lib/ folder
 
 
-def test_wheel_of_the_wrong_variant_is_refused(tmp_path):
-    """pip honours the user's index: PyPI's default torch is a CUDA build; asking for cpu from it
-    must fail with the index to use, not install the wrong thing. A fake `pip` stands in."""
-    whl = fake_wheel(tmp_path / "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl",
-                     "__version__ = '2.13.0'\ncuda: Optional[str] = '13.0'\n")
+def _fetch_with_fake_pip(tmp_path: Path, whl: Path):
+    """fetch --from-wheel with a fake `pip` that "downloads" `whl`; the DoctorError it ends with."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake_python = bin_dir / "python"
@@ -223,7 +220,37 @@ def test_wheel_of_the_wrong_variant_is_refused(tmp_path):
                                            no_lock=True))
     with pytest.raises(DoctorError) as err:
         fetch(host, plan, FetchOptions(), lambda s: None)
-    assert "variant cu130), not the cpu variant" in err.value.message
-    assert "--index-url https://download.pytorch.org/whl/cpu" in err.value.hint
     assert not (tmp_path / "d").exists()
     assert [p.name for p in tmp_path.glob(".d.*")] == [".d.lock"]  # no staging tree, no wheel left
+    return err.value
+
+
+def test_wheel_of_the_wrong_variant_is_refused(tmp_path):
+    """pip honours the user's index: PyPI's default torch is a CUDA build; asking for cpu from it
+    must fail with the index to use, not install the wrong thing. A fake `pip` stands in."""
+    whl = fake_wheel(tmp_path / "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+                     "__version__ = '2.13.0'\ncuda: Optional[str] = '13.0'\n")
+    err = _fetch_with_fake_pip(tmp_path, whl)
+    assert "variant cu130), not the cpu variant" in err.message
+    assert "--index-url https://download.pytorch.org/whl/cpu" in err.hint
+
+
+@pytest.mark.parametrize("kind, says, hint", [
+    ("another release", "pip downloaded torch 2.12.0+cpu, not 2.13.0", "serves torch==2.13.0"),
+    ("no version.py", "has no torch/version.py: not a PyTorch wheel", "PyTorch's own torch wheels"),
+    ("no __version__", "names no __version__", "PyTorch's own torch wheels"),
+    ("not a zip", "is not a readable wheel", "run the fetch again"),
+])
+def test_a_wheel_that_is_not_the_one_asked_for_is_refused_with_a_hint(tmp_path, kind, says, hint):
+    whl = tmp_path / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+    if kind == "another release":
+        fake_wheel(whl, "__version__ = '2.12.0+cpu'\n")
+    elif kind == "no __version__":
+        fake_wheel(whl, "debug = False\n")
+    elif kind == "no version.py":
+        with zipfile.ZipFile(whl, "w") as zf:
+            zf.writestr(zinfo("torch/__init__.py", 0o100644), "")
+    else:
+        whl.write_bytes(b"PK\x03\x04 not really a zip")
+    err = _fetch_with_fake_pip(tmp_path, whl)
+    assert says in err.message and hint in err.hint
