@@ -72,7 +72,7 @@ def record_matches(plan: Plan, record: InstallRecord | None, missing: str = NO_R
 def fetch(host: Host, plan: Plan, opts: FetchOptions, log: Callable[[str], None],
           progress_stream=None) -> Outcome:
     started = time.monotonic()
-    dest = Path(host.real(plan.dest))
+    dest = _resolved(Path(host.real(plan.dest)))
     if plan.lock_path is not None:
         # The lock file is a path as the user sees it, like --dest: mapped the same way.
         from dataclasses import replace
@@ -89,6 +89,23 @@ def fetch(host: Host, plan: Plan, opts: FetchOptions, log: Callable[[str], None]
     finally:
         if guard is not None:
             guard.release()
+
+
+def _resolved(dest: Path) -> Path:
+    """`dest` as the folder it names, its parent resolved: the install lock, staging trees and the
+    swap work on `parent/name`, and `deep/a/..` made `deep/a/....lock`, `/` a `/..lock`. The last
+    component stays as given (a symlink there is refused, never followed), unless it is `.` or `..`.
+    The root folder itself is refused before anything is created."""
+    if dest.name in ("", ".", ".."):
+        dest = Path(os.path.realpath(dest))
+    else:
+        dest = Path(os.path.realpath(dest.parent)) / dest.name
+    if dest.name == "":
+        from doctor.errors import UsageError
+
+        raise UsageError(f"--dest {dest} is the root folder: a libtorch tree goes in a folder of its own",
+                         "give --dest a folder for the tree alone (it is replaced whole), e.g. ~/libtorch")
+    return dest
 
 
 def _check_lock_outside(lock: Path, dest: Path) -> None:

@@ -48,3 +48,26 @@ def test_the_lock_file_is_not_opened_through_a_symlink(tmp_path):
     assert r.stderr.startswith("error: ") and "hint: " in r.stderr and "Traceback" not in r.stderr
     assert str(tmp_path / ".dest.lock") in r.stderr
     assert victim.read_text() == "keep me\n" and not (tmp_path / "dest").exists()
+
+
+def test_a_destination_ending_in_dotdot_is_locked_and_installed_as_the_folder_it_names(tmp_path):
+    """The install lock was `<dest's lexical parent>/.<dest's last name>.lock`: `deep/a/..` made
+    the folder deep/a and a lock named `....lock` in it."""
+    (tmp_path / "deep").mkdir()
+    args = fetch_args(tmp_path)
+    args[args.index("--dest") + 1] = str(tmp_path / "deep" / "a" / "..")
+    r = run_doctor(*args, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert read_install_record(tmp_path / "deep")["version"] == "2.13.0"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".deep.lock", "deep", "src.zip"]
+    assert not (tmp_path / "deep" / "a").exists()
+
+
+def test_the_root_folder_as_destination_is_refused_before_anything_is_created(tmp_path):
+    args = fetch_args(tmp_path)
+    before = sorted(os.listdir("/"))
+    for root in ("/", "/.."):
+        args[args.index("--dest") + 1] = root
+        r = run_doctor(*args, cwd=tmp_path)
+        assert r.returncode == 2 and "error: --dest / is the root folder" in r.stderr and "hint: " in r.stderr, r.stderr
+    assert sorted(os.listdir("/")) == before
