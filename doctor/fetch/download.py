@@ -47,7 +47,8 @@ RETRY_STATUS = {408, 429, 500, 502, 503, 504}
 # From this size, the central directory is read before the body (directory.py): ~100 ms of
 # round trips against seconds of file creation; a smaller archive unpacks as it arrives.
 DIRECTORY_FIRST = 32 << 20
-_CONTENT_RANGE = re.compile(r"bytes ([0-9]+)-([0-9]+)/([0-9]+|\*)")
+# Numbers of at most 19 digits: no file is larger, and int() of thousands of digits fails.
+_CONTENT_RANGE = re.compile(r"bytes ([0-9]{1,19})-([0-9]{1,19})/([0-9]{1,19}|\*)")
 # A byte count or a number of seconds from a header: ASCII digits only (str.isdigit() takes '²',
 # which int() refuses), and few enough of them for any real file or wait.
 _COUNT = re.compile(r"[0-9]{1,19}")
@@ -243,12 +244,12 @@ def _range(session, at: _Attempt, spec: str, most: int, validator) -> tuple[int,
     # The body's answer waits meanwhile: a server slow to answer a range costs seconds, not a minute.
     timeout = (min(at.timeout[0], 5.0), min(at.timeout[1], 10.0))
     with session.get(url, headers=headers, stream=True, timeout=timeout, allow_redirects=False) as resp:
-        m = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
-        if resp.status_code != 206 or not m or m.group(3) == "*" or _encoded(resp):
+        answered = _content_range(resp)
+        if resp.status_code != 206 or _encoded(resp):
             raise Unusable(f"HTTP {resp.status_code} to a range request")
-        if any(len(g) > 19 for g in m.groups()):
-            raise Unusable("a Content-Range past any file's size")
-        start, end, size = (int(g) for g in m.groups())
+        if answered is None or answered[2] is None:
+            raise Unusable("a Content-Range that is not a range of a known size")
+        start, end, size = answered
         want = end - start + 1
         if not 0 < want <= most or end >= size:
             raise Unusable(f"a range of {want} bytes answered")
@@ -408,25 +409,29 @@ def _check_status(resp, at: _Attempt, st: _State) -> str:
                           "a proxy or captive portal may be intercepting downloads (log in to it, or set "
                           "HTTPS_PROXY); else check --url or --mirror", error_id="fetch.not-an-archive")
     if status == 206 and st.offset:
-        m = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
-        if not m or int(m.group(1)) != st.offset:
-            asked = st.offset
+        answered = _content_range(resp)
+        asked = st.offset
+        if answered is None or answered[0] != asked:
             at.log("the server answered a different range; starting over")
             st.restart()
             raise _Restart(f"the server answered another range than bytes={asked}-")
-        if m.group(3) != "*":
-            at.total = int(m.group(3))
+        if answered[2] is not None and at.total is not None and answered[2] != at.total:
+            # If-Range held, yet the size is not the one first announced: these bytes may be of another copy.
+            at.log(f"the server's resume gives the file as {answered[2]} bytes, not {at.total}; starting over")
+            st.restart()
+            raise _Restart(f"the server's resume gave another size for the file ({answered[2]} bytes, not {at.total})")
+        if answered[2] is not None:
+            at.total = answered[2]
         return "go"
     if status == 206:
         # Asked for the whole file: only a "part" that is all of it will do (a cache or proxy
         # answering with another request's range once had `bytes 100-…` taken as the file).
-        value = resp.headers.get("Content-Range", "")
-        m = _CONTENT_RANGE.fullmatch(value.strip())
-        if (not m or m.group(1) != "0" or m.group(3) == "*" or any(len(g) > 19 for g in m.groups())
-                or int(m.group(2)) + 1 != int(m.group(3))):
+        answered = _content_range(resp)
+        if answered is None or answered[0] != 0 or answered[2] is None or answered[1] + 1 != answered[2]:
+            value = resp.headers.get("Content-Range", "")
             raise DoctorError(f"{where} answered a request for the whole file with a part of it (HTTP 206, "
                               f"Content-Range {value[:80]!r})", _MISCONFIGURED, error_id="fetch.http-error")
-        at.total = int(m.group(3))
+        at.total = answered[2]
     else:
         if st.offset:
             at.log("the file changed on the server (or it cannot resume); starting over")
@@ -439,6 +444,15 @@ def _check_status(resp, at: _Attempt, st: _State) -> str:
                "not to; decoding it")
         at.total = None
     return "go"
+
+
+def _content_range(resp) -> tuple[int, int, int | None] | None:
+    """(first byte, last byte, the file's size or None for `*`) of the answer's Content-Range;
+    None for anything else, numbers past any file's size included."""
+    m = _CONTENT_RANGE.fullmatch((resp.headers.get("Content-Range") or "").strip())
+    if m is None:
+        return None
+    return int(m.group(1)), int(m.group(2)), None if m.group(3) == "*" else int(m.group(3))
 
 
 def _encoded(resp) -> bool:

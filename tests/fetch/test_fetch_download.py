@@ -233,3 +233,17 @@ def test_a_206_holding_all_of_the_file_is_the_file(server, tmp_path):
                                             ("Content-Length", str(len(DATA)))], DATA)])
     result, _ = fetch(server, tmp_path)
     assert result.sha256 == SHA and result.size == len(DATA)
+
+
+@pytest.mark.parametrize("total", ["100", str(len(DATA) + 1), "9" * 40])
+def test_a_resume_giving_another_size_for_the_file_starts_over(server, tmp_path, total):
+    """The first answer said len(DATA) bytes; a resume saying otherwise (or a size of 40 digits)
+    was believed: 'more than the 100 it announced', or waiting for bytes that never come."""
+    server.add("/lt.zip", DATA)
+    rest = DATA[100_000:]
+    server.script("/lt.zip", [("drop", 100_000), ("raw", 206, [("Content-Range", f"bytes 100000-{len(DATA) - 1}/{total}"),
+                                                               ("Content-Length", str(len(rest)))], rest)])
+    result, logs = fetch(server, tmp_path)
+    assert result.sha256 == SHA and result.size == len(DATA)
+    assert server.gets("/lt.zip") == [None, "bytes=100000-", None]
+    assert any("starting over" in line for line in logs), logs
