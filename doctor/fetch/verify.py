@@ -12,13 +12,17 @@ class ChecksumMismatch(DoctorError):
     default_id = "fetch.checksum-mismatch"
 
 
-def check_sha256(actual: str, expected: str | None, what: str, origin: str) -> None:
+# A lock entry's way out; --update-lock has nothing to do with a --sha256 the user gave.
+_LOCK_HINT = ("nothing was installed; if the file really changed upstream, check why before trusting it "
+              "(then --update-lock re-records it)")
+_SHA256_HINT = ("nothing was installed; the archive is not the file --sha256 names: check the value and where it "
+                "came from, and the URL, mirror or file serving the archive")
+
+
+def check_sha256(actual: str, expected: str | None, what: str, origin: str, hint: str = _SHA256_HINT) -> None:
+    """`actual` against `expected` from `origin` (--sha256 unless `hint` is the lock's)."""
     if expected is not None and actual.lower() != expected.lower():
-        raise ChecksumMismatch(
-            f"sha256 mismatch for {what}: expected {expected} ({origin}), got {actual}",
-            "nothing was installed; if the file really changed upstream, check why before trusting it "
-            "(then --update-lock re-records it)",
-        )
+        raise ChecksumMismatch(f"sha256 mismatch for {what}: expected {expected} ({origin}), got {actual}", hint)
 
 
 def check_nar(actual: str, expected: str | None, what: str, origin: str) -> None:
@@ -34,7 +38,7 @@ def check_lock_entry(entry: dict | None, sha256: str, size: int, lock_path: Path
     if not entry:
         return
     origin = f"{lock_path} [{key}]"
-    check_sha256(sha256, entry.get("sha256"), what, origin)
+    check_sha256(sha256, entry.get("sha256"), what, origin, _LOCK_HINT)
     if isinstance(entry.get("size"), int) and entry["size"] != size:
         raise ChecksumMismatch(f"size mismatch: {origin} records {entry['size']} bytes, got {size}",
                                "nothing was installed; the archive is not the file the lock recorded (cut short, or "

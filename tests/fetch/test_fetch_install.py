@@ -94,6 +94,8 @@ def test_wrong_sha256_rejected_existing_install_intact(server, tmp_path):
     r = cli(*args(server, tmp_path, "--force", "--sha256", "0" * 64))
     assert r.exit_code == 1
     assert f"expected {'0' * 64} (--sha256), got " in r.stderr
+    assert "hint: nothing was installed; the archive is not the file --sha256 names" in r.stderr
+    assert "--update-lock" not in r.stderr  # the lock plays no part in this mismatch
     assert snapshot(tmp_path / "dest") == before
     assert no_leftovers(tmp_path) == [] and not list(tmp_path.glob(".dest*.part*"))  # bad bytes not kept
 
@@ -108,6 +110,7 @@ def test_lock_trust_on_first_use_then_mismatch_then_update(server, tmp_path):
     assert r.exit_code == 1
     assert "sha256 mismatch for libtorch-shared-with-deps-2.13.0+cpu.zip" in r.stderr
     assert first["libtorch"]["2.13.0/linux-x86_64/cpu/cxx11"]["sha256"] in r.stderr  # both hashes shown
+    assert "(then --update-lock re-records it)" in r.stderr
     assert snapshot(tmp_path / "dest") == before
     assert json.loads((tmp_path / "libtorch.lock").read_text()) == first
     r = cli(*args(server, tmp_path, "--force", "--update-lock"))
