@@ -42,7 +42,7 @@ from doctor.fetch.names import host_problem, redact_secrets, redact_url
 from doctor.record import record
 
 CHUNK = 1 << 20  # reading a partial file back
-NET_CHUNK = 256 << 10  # one network read; what a dropped connection can cost at most
+NET_CHUNK = 256 << 10  # the most one network read returns (it returns what has arrived, never waits for more)
 RETRY_STATUS = {408, 429, 500, 502, 503, 504}
 # From this size, the central directory is read before the body (directory.py): ~100 ms of
 # round trips against seconds of file creation; a smaller archive unpacks as it arrives.
@@ -540,12 +540,14 @@ class _State:
             raise os_error(exc, "write the download to", self.part) from exc
 
     def _stream(self, resp, progress: Progress | None, requests) -> None:
+        import urllib3
+
         sink = self.sink
         with open(self.part, "r+b" if self.offset else "wb") as fh:
             fh.seek(self.offset)
             fh.truncate()
             try:
-                for chunk in resp.iter_content(NET_CHUNK):
+                for chunk in _arriving(resp):
                     fh.write(chunk)
                     self.hasher.update(chunk)
                     self.offset += len(chunk)
@@ -554,8 +556,22 @@ class _State:
                     if progress is not None:
                         progress.advance(len(chunk))
             except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ConnectionError,
-                    requests.exceptions.Timeout, requests.exceptions.ContentDecodingError) as exc:
+                    requests.exceptions.Timeout, requests.exceptions.ContentDecodingError,
+                    urllib3.exceptions.HTTPError) as exc:  # the last: read1's, which requests does not wrap
                 raise _Retry(f"transfer interrupted after {human_bytes(self.offset)}: {_short(exc)}") from exc
+
+
+def _arriving(resp):
+    """The body in the pieces it arrives in, at most NET_CHUNK each: read1 returns what has come,
+    so the bytes received before a stall or a drop are kept (iter_content waits for a whole
+    chunk, and a read that times out loses what it had: a link that sent 200 KiB and stalled
+    never got past 0 B). iter_content where urllib3 is too old to have read1."""
+    read1 = getattr(resp.raw, "read1", None)
+    if read1 is None:
+        yield from resp.iter_content(NET_CHUNK)
+        return
+    while chunk := read1(NET_CHUNK, decode_content=True):
+        yield chunk
 
 
 def _read_sidecar(path: Path) -> dict:

@@ -247,3 +247,14 @@ def test_a_resume_giving_another_size_for_the_file_starts_over(server, tmp_path,
     assert result.sha256 == SHA and result.size == len(DATA)
     assert server.gets("/lt.zip") == [None, "bytes=100000-", None]
     assert any("starting over" in line for line in logs), logs
+
+
+def test_bytes_received_before_a_stall_are_kept(server, tmp_path):
+    """A read waited for a whole 256 KiB chunk, and one that timed out lost what it had: a link
+    that sent 200 KB and stalled said 'interrupted after 0 B' and started from 0 every time."""
+    server.add("/lt.zip", DATA)
+    server.script("/lt.zip", [("stall", 200_000, 3)])
+    result, logs = fetch(server, tmp_path, timeout=(5.0, 0.5))
+    assert result.sha256 == SHA
+    assert server.gets("/lt.zip") == [None, "bytes=200000-"] and result.resumed_at == [200_000]
+    assert any("interrupted after 195.3 KiB" in line for line in logs), logs

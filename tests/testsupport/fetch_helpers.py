@@ -108,7 +108,8 @@ TLS = Path(__file__).resolve().parents[1] / "fixtures" / "tls"
 class Server:
     """Serves `files` (path → bytes). `script(path, [...])` queues behaviours for the next
     requests of that path: an int status (503, 404), ("drop", n) to send the headers of the
-    full answer then only n bytes and hang up, ("norange",) to ignore Range, ("slow", secs) to
+    full answer then only n bytes and hang up, ("stall", n, secs) to send n bytes and then nothing
+for secs before hanging up (a link that stalls), ("norange",) to ignore Range, ("slow", secs) to
     spread the body over secs, ("redirect", url), ("cut", n) to stop at byte n of the file
     whatever range was asked (a body truncated at the source), ("page", html) to answer 200 with
     that text/html body instead (a proxy's login page), ("serve", data) to answer that request from
@@ -242,6 +243,12 @@ twice, a value no parser expects). Ranges:
         h.send_header("ETag", etag)
         h.send_header("Accept-Ranges", "bytes")
         h.end_headers()
+        if isinstance(step, tuple) and step[0] == "stall":
+            h.wfile.write(body[: step[1]])
+            h.wfile.flush()
+            time.sleep(step[2])
+            h.close_connection = True
+            return
         if isinstance(step, tuple) and step[0] in ("drop", "cut"):
             h.wfile.write(body[: step[1]] if step[0] == "drop" else body[: max(0, step[1] - start)])
             h.wfile.flush()
