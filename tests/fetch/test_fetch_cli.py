@@ -93,6 +93,23 @@ def test_a_malformed_answer_exits_1_with_a_hint(server, tmp_path):
     assert r.stderr.splitlines()[-1].startswith("hint: ")
 
 
+@pytest.mark.parametrize("kind", ["fifo", "device", "dangling"])
+def test_an_archive_that_is_not_a_file_is_named_for_what_it_is(tmp_path, kind):
+    """It was "no such file" for a named pipe, a device or a dangling link alike."""
+    path = tmp_path / "libtorch-shared-with-deps-2.13.0+cpu.zip"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dangling":
+        path.symlink_to(tmp_path / "gone.zip")
+    else:
+        path = "/dev/null"
+    r = run_doctor("fetch-libtorch", "--archive", str(path), "--version", "2.13.0", "--variant", "cpu", "--no-lock",
+                   "--dest", str(tmp_path / "d"), cwd=tmp_path, timeout=30)
+    said = {"fifo": "is a named pipe, not a zip file", "device": "is a device, not a zip file",
+            "dangling": "is a symbolic link to a path that does not exist"}[kind]
+    assert r.returncode == 2 and f"error: --archive {path}: {said}" in r.stderr and "hint: " in r.stderr, r.stderr
+
+
 def test_download_failure_exits_1(server, tmp_path):
     r = run_doctor("fetch-libtorch", "--url", server.url("/libtorch-shared-with-deps-2.13.0%2Bcpu.zip"),
                    "--allow-http", "--dest", str(tmp_path / "d"), "--no-lock", cwd=tmp_path)
