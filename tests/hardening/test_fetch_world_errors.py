@@ -185,7 +185,12 @@ class GzipAnyway:
                 self.send_header("Content-Encoding", "gzip")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.wfile.write(body)
+                except (ConnectionResetError, BrokenPipeError):
+                    # The doctor hung up mid-body (its disk is full): socketserver's traceback on
+                    # stderr, which the in-process runner captures, would read as the doctor's own.
+                    self.close_connection = True
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
