@@ -110,17 +110,22 @@ def cabal_env(tmp_path: Path) -> dict[str, str]:
     return clean_env(tmp_path, CABAL_CONFIG=str(config), CABAL_DIR=str(tmp_path / "cabal"))
 
 
+def cabal_build(app: Path, tmp_path: Path) -> str:
+    """`cabal build` of the app, offline; the path of its executable."""
+    env = cabal_env(tmp_path)
+    build = subprocess.run(["cabal", "build", "--offline"], cwd=app, env=env, capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stdout + build.stderr
+    return subprocess.run(["cabal", "list-bin", "--offline", "c10name"], cwd=app, env=env, capture_output=True, text=True,
+                          timeout=120).stdout.strip().splitlines()[-1]
+
+
 def test_cabal_package_builds_and_runs_with_only_emit_cabal(builds, wheel_root, tmp_path):
     need("ghc")
     need("cabal")
     app = copy_app("cabal-app", builds / "cabal-app")
     got = doctor_subprocess("emit", "cabal", "--libtorch", str(wheel_root), "-o", str(app / "cabal.project.local"))
     assert got.returncode == 0, got.stderr
-    env = cabal_env(tmp_path)
-    build = subprocess.run(["cabal", "build", "--offline"], cwd=app, env=env, capture_output=True, text=True, timeout=600)
-    assert build.returncode == 0, build.stdout + build.stderr
-    exe = subprocess.run(["cabal", "list-bin", "--offline", "c10name"], cwd=app, env=env, capture_output=True, text=True,
-                         timeout=120).stdout.strip().splitlines()[-1]
+    exe = cabal_build(app, tmp_path)
     run = subprocess.run([exe], env=clean_env(tmp_path), capture_output=True, text=True, timeout=60)
     assert run.returncode == 0 and run.stdout.strip() == "c10 device: cpu", run.stderr
     assert stale_ids(app, tmp_path, wheel_root) == ["build.stale-variant"]  # dist-newstyle's setup-config
@@ -128,9 +133,7 @@ def test_cabal_package_builds_and_runs_with_only_emit_cabal(builds, wheel_root, 
     # Without the rpath line the executable cannot start; explain names the loader.
     local = app / "cabal.project.local"
     local.write_text("".join(line for line in local.read_text().splitlines(True) if "ghc-options" not in line))
-    build = subprocess.run(["cabal", "build", "--offline"], cwd=app, env=env, capture_output=True, text=True, timeout=600)
-    assert build.returncode == 0, build.stdout + build.stderr
-    run = subprocess.run([exe], env=clean_env(tmp_path), capture_output=True, text=True, timeout=60)
+    run = subprocess.run([cabal_build(app, tmp_path)], env=clean_env(tmp_path), capture_output=True, text=True, timeout=60)
     assert run.returncode != 0 and "libc10.so" in run.stderr
     assert "loader.library-not-found" in explain_ids(run.stderr, tmp_path)
 
@@ -217,9 +220,4 @@ def test_cabal_package_links_a_tree_in_a_folder_named_with_a_comma(wheel_root, t
     app = copy_app("cabal-app", tmp_path / "cabal-app")
     got = doctor_subprocess("emit", "cabal", "--libtorch", str(root), "-o", str(app / "cabal.project.local"))
     assert got.returncode == 0, got.stderr
-    env = cabal_env(tmp_path)
-    build = subprocess.run(["cabal", "build", "--offline"], cwd=app, env=env, capture_output=True, text=True, timeout=600)
-    assert build.returncode == 0, build.stdout + build.stderr
-    exe = subprocess.run(["cabal", "list-bin", "--offline", "c10name"], cwd=app, env=env, capture_output=True, text=True,
-                         timeout=120).stdout.strip().splitlines()[-1]
-    starts_alone(Path(exe), root, tmp_path)
+    starts_alone(Path(cabal_build(app, tmp_path)), root, tmp_path)
