@@ -17,6 +17,17 @@ if TYPE_CHECKING:
     from doctor.host import Host
 
 
+class Seconds(click.FloatRange):
+    """A FloatRange that also refuses nan: every comparison with nan is false, so a range lets it
+    through ('timed out after nan s'), for every command's --timeout."""
+
+    def convert(self, value, param, ctx):
+        seconds = super().convert(value, param, ctx)
+        if seconds != seconds:
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        return seconds
+
+
 def report_options(func: Callable) -> Callable:
     """--format/--json, -v, --color, --strict: the same on check, explain, smoke and bench."""
     options = [

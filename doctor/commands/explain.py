@@ -6,21 +6,11 @@ import sys
 
 import click
 
-from doctor.commands._output import print_report, report_options
+from doctor.commands._output import Seconds, print_report, report_options
 from doctor.commands._say import say
 
 READ_LIMIT = 1 << 30  # a log bigger than 1 GiB is read up to here
 MAX_TIMEOUT = 7 * 24 * 3600  # a week: longer than any build, and within what the clock and waits take
-
-
-class _Seconds(click.FloatRange):
-    """A FloatRange that also refuses nan: every comparison with nan is false, so a range lets it through."""
-
-    def convert(self, value, param, ctx):
-        seconds = super().convert(value, param, ctx)
-        if seconds != seconds:
-            self.fail(f"{value!r} is not a number of seconds", param, ctx)
-        return seconds
 
 
 class _Command(click.Command):
@@ -38,7 +28,7 @@ class _Command(click.Command):
               help="Run the command given after `--` as `tee` would (it reads this stdin; its stdout and stderr "
               "pass through byte for byte as they come, both to stderr under --json), and explain what it printed "
               "if it fails (its first 1 GiB). A command that succeeds passes its exit code through.")
-@click.option("--timeout", type=_Seconds(1, MAX_TIMEOUT), default=3600, show_default=True,
+@click.option("--timeout", type=Seconds(1, MAX_TIMEOUT), default=3600, show_default=True,
               metavar="SECONDS", help=f"Seconds --from-command lets the command run (1 to {MAX_TIMEOUT}, a week); then it is killed "
               "and the doctor exits 124.")
 @click.option("--no-facts", is_flag=True,

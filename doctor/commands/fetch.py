@@ -9,6 +9,7 @@ import click
 
 from doctor.catalog.releases import ABIS, CHANNELS, PLATFORMS
 from doctor.emit import FORMATS
+from doctor.commands._output import Seconds
 from doctor.commands._say import say
 from doctor.quoting import for_terminal, sh_paste
 
@@ -61,9 +62,9 @@ Examples:
 @click.option("--allow-http", is_flag=True, help="Allow plain http:// URLs (a trusted local mirror).")
 @click.option("--retries", type=click.IntRange(0, 100), default=5, show_default=True,
               help="Retries after 5xx answers or connection errors.")
-@click.option("--timeout", type=click.FloatRange(0.1, 3600), default=60.0, show_default=True,
+@click.option("--timeout", type=Seconds(0.1, 3600), default=60.0, show_default=True,
               help="Seconds without data before a connection counts as failed.")
-@click.option("--backoff", type=click.FloatRange(0, 60), default=1.0, hidden=True,
+@click.option("--backoff", type=Seconds(0, 60), default=1.0, hidden=True,
               help="First retry delay in seconds (doubles each time).")
 @click.option("--dry-run", is_flag=True, help="Print the plan (URL, file, ABI, destination) and stop.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan or result as JSON.")

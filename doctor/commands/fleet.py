@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import click
 
-from doctor.commands._output import choose_format, print_report, report_options
+from doctor.commands._output import Seconds, choose_format, print_report, report_options
 from doctor.commands._say import say
 from doctor.quoting import for_terminal
 
 
 @click.command("fleet")
-@click.option("--timeout", type=click.FloatRange(1, 3600), default=60, show_default=True,
+@click.option("--timeout", type=Seconds(1, 3600), default=60, show_default=True,
               help="Seconds each phase (joining, gathering, each collective) may take before the ranks that "
                    "did not answer are named.")
 @click.option("--max-size", type=click.IntRange(1 << 10, 1 << 30), default=4 << 20, show_default=True,

@@ -121,6 +121,14 @@ def test_a_full_disk_under_the_output_is_exit_1_with_a_reason(tmp_path, args):
     assert not (tmp_path / "cache").exists()  # no crash report
 
 
+@pytest.mark.parametrize("args", [("fetch-libtorch", "--dry-run", "--timeout"), ("fleet", "--timeout"),
+                                  ("explain", "--from-command", "--timeout")])
+def test_a_timeout_of_nan_seconds_is_a_usage_error_in_every_command(tmp_path, args):
+    """click's FloatRange lets nan through every comparison: each --timeout refuses it (Seconds)."""
+    run = doctor_subprocess(*args, "nan", *(["--", "true"] if "explain" in args else []), env={"HOME": str(tmp_path)})
+    assert run.returncode == 2 and "'nan' is not a number of seconds" in run.stderr, run.stderr
+
+
 @pytest.mark.parametrize("libtorch", ["", "/nowhere/libtorch"])
 def test_a_closed_stdout_still_answers_with_the_exit_code(tmp_path, libtorch):
     # `doctor check >&-` in a cron job: nothing to print to, the exit code is the answer
