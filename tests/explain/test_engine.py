@@ -159,3 +159,21 @@ def test_each_needle_implies_the_signs_of_every_needle_inside_it():
         want = sorted({id(s): s for other, signs in own.items() if other in needle for s in signs}.values(),
                       key=lambda s: _RANK[id(s)][0])
         assert list(_SIGNS_OF[needle]) == want
+
+
+_CLEAN_PIECES = [b"\x1b[31mred\x1b[0m", b"\r\n", b"\n", b"\r", b"plain ", b"\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\",
+                 b"\x1b(B", b"\x1b[38:5:196m", b"x" * 40]
+
+
+@given(st.lists(st.sampled_from(_CLEAN_PIECES), max_size=300), st.sampled_from([8, 33, 256]))
+@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_long_log_cleaned_a_chunk_at_a_time_is_the_log_cleaned_whole(monkeypatch, pieces, chunk):
+    """clean works on chunks of whole lines past _CLEAN_CHUNK (a coloured 1 GiB log held several GB
+    cleaned whole): the bytes out are exactly those of the whole log cleaned in one go, for lines
+    longer than a chunk and CR LF pairs at every place a chunk can end."""
+    from doctor.explain import normalise as n
+
+    data = b"".join(pieces)
+    whole = n._clean(data, b"\x1b" in data, b"\r" in data)
+    monkeypatch.setattr(n, "_CLEAN_CHUNK", chunk)
+    assert n.clean(data) == whole
