@@ -311,9 +311,16 @@ def _link(match: Match, facts: MachineFacts) -> Advice:
                           f"the active {_where(install)}"
                           + (": a CPU build has no CUDA libraries" if (install.variant == "cpu" and any("cuda" in a for a in absent)) else "")
                           + ".")
-        fix = fixes.link_dir(lib_dir, system)
-        if absent and any("cuda" in a for a in absent) and install.variant == "cpu":
-            fix += "\nfor " + _plural(absent) + f": drop them, or fetch a CUDA variant: {_cuda_fetch(install.version)}"
+        # The tree's lib dir is the fix for what it holds, never for what it lacks.
+        fix_lines = [fixes.link_dir(lib_dir, system)] if present or not absent else []
+        cpu_lacks = [l for l in absent if install.variant == "cpu" and cuda_only_library(_lib_file(l, system))]
+        if cpu_lacks:
+            fix_lines.append(f"for {_plural(['-l' + l for l in cpu_lacks])}: drop them, or "
+                             + _cuda_build_fetch(install.version, facts))
+        other = [l for l in absent if l not in cpu_lacks]  # a damaged or partial tree
+        if other:
+            fix_lines.append(f"for {_plural(['-l' + l for l in other])}: install a complete libtorch: {FETCH}")
+        fix = "\n".join(fix_lines)
     else:
         detail.append("No libtorch was found on this machine.")
         fix = FETCH
@@ -450,7 +457,7 @@ def _loader(match: Match, facts: MachineFacts) -> Advice:
                 fix_lines.append(f"add the lib folder of the libtorch the program was built against to {variable}, or "
                                  f"rebuild the program against {lib_dir}")
             if missing:  # never the loader path of a tree that lacks what the program needs
-                pass
+                pass  # the lines above say what provides it
             elif system == "Windows":
                 fix_lines.append(f'{_prepend("PATH", lib_dir, "Windows")}   (or copy the DLLs next to the .exe; the '
                                  "Visual C++ redistributable must be installed)")

@@ -111,6 +111,15 @@ def test_link_names_the_lib_dir_and_flags_cuda_libs_a_cpu_build_lacks(tmp_path):
     assert f'export LIBRARY_PATH="{ROOT}/lib' in f.fix and f"--extra-lib-dirs={ROOT}/lib" in f.fix
 
 
+def test_link_never_gives_the_lib_dir_of_a_tree_that_lacks_the_library(tmp_path):
+    """-ltorch_cuda alone against the CPU build: its LIBRARY_PATH cannot help (as for the loader);
+    the fix fetches a CUDA build."""
+    cuda = one("/usr/bin/ld: cannot find -ltorch_cuda", make_install(tmp_path))
+    assert "LIBRARY_PATH" not in cuda.fix, cuda.fix
+    assert cuda.fix.startswith('for -ltorch_cuda: drop them, or fetch a CUDA build of libtorch 2.13.0: eval "$(doctor '
+                               'fetch-libtorch --version 2.13.0 --variant cu'), cuda.fix
+
+
 def test_cabal_library_list_is_split(tmp_path):
     f = one("* Missing (or bad) C libraries: c10, torch", make_install(tmp_path))
     assert "-lc10, -ltorch" in f.title
