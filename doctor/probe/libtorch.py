@@ -268,6 +268,8 @@ def inspect_tree(host: Host, root: str, origins: list[str], evidence: list[Evide
             "TorchConfigVersion.cmake": parse_config_version_cmake,
             "version.py": lambda t: parse_version_py(t).get("__version__"),
         }[label](text)
+        if version is None and label == "build-version":  # the file is only a version: anything else in it is one gone wrong
+            version = text.strip()[:100]
         if isinstance(version, str):
             source = VersionSource(label.split(" ")[0], path, version[:100])
             if pep440_release(version) is None:  # "2.13.0abc", a 5000-digit number: a finding, not a crash

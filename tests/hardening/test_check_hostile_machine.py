@@ -133,14 +133,17 @@ def test_check_version_number_with_thousands_of_digits(tmp_path, abi_libs):
     assert len(bad) == 2
 
 
-def test_check_build_version_not_pep440_is_a_finding(tmp_path, abi_libs):
+@pytest.mark.parametrize("text", ["2.13.0abc", "garbage", ""])
+def test_check_build_version_not_pep440_is_a_finding(tmp_path, abi_libs, text):
+    """Whatever build-version holds that is no version is said, empty too ('garbage' and an empty
+    file were dropped without a word, while '2.13.0abc' was a finding)."""
     root = make_tree(tmp_path / "opt/libtorch", "2.13.0", "cpu", libc10=abi_libs["cxx11"])
-    (root / "build-version").write_text("2.13.0abc\n")
+    (root / "build-version").write_text(f"{text}\n")
     result = doctor_subprocess("check", "--json", env={"LIBTORCH": str(root)})
     assert result.returncode in (0, 1), result.stderr
     report = json.loads(result.stdout)
     bad = [f for f in report["findings"] if f["id"] == "probe.failed" and "build-version" in f["title"]]
-    assert bad and "'2.13.0abc' is not a version" in bad[0]["title"]
+    assert bad and f"'{text}' is not a version" in bad[0]["title"]
 
 
 # -- broken libraries are findings, never "all NEEDED libraries resolve" --
