@@ -113,9 +113,14 @@ def resolve_plan(host: Host, req: FetchRequest, gpu_facts: Callable[[], Any] | N
     """`gpu_facts`: how the command layer gathers this machine's GPU facts (doctor.probe.gpu),
     called only when `--variant auto` needs them; without it, auto means cpu."""
     notes: list[str] = []
+    if req.version is not None and not req.version.strip():  # `--version "$UNSET"` in a CI script
+        raise UsageError("--version is empty", "give a release such as 2.13.0, or leave --version out for the default")
     if req.version and "+" in req.version:  # "2.13.0+cpu": the variant rides along
         version, local = req.version.strip().split("+", 1)
-        req = dataclasses.replace(req, version=version, variant=local if req.variant == "auto" else req.variant)
+        if req.variant not in ("auto", local):
+            raise UsageError(f"--version {req.version} names the variant {local}, but --variant is {req.variant}",
+                             f"give one of them: --version {version} --variant {req.variant}, or --version {req.version}")
+        req = dataclasses.replace(req, version=version, variant=local)
     sources = [s for s, on in (("--url", req.url), ("--archive", req.archive), ("--from-wheel", req.from_wheel)) if on]
     if len(sources) > 1:
         raise UsageError(f"{' and '.join(sources)} are alternative sources; give one")

@@ -126,6 +126,9 @@ def test_nightly_has_no_version_and_no_lock(tmp_path):
     (FetchRequest(url="https://download..pytorch.org/libtorch-shared-with-deps-2.13.0%2Bcpu.zip"), "empty label"),
     (FetchRequest(mirror="https://" + "a" * 64 + ".example", version="2.13.0", variant="cpu"), "one over 63"),
     (FetchRequest(mirror="https://.example", version="2.13.0", variant="cpu"), "empty label"),
+    # `--version "$UNSET"` took the default; a label that contradicts --variant was dropped
+    (FetchRequest(version="", variant="cpu"), "--version is empty"),
+    (FetchRequest(version="2.13.0+cu130", variant="cpu"), "names the variant cu130, but --variant is cpu"),
 ])
 def test_refusals(tmp_path, req, message):
     with pytest.raises(UsageError, match=message):
