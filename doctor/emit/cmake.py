@@ -27,7 +27,7 @@ def render(install, host: Host) -> str:
     for value in (torch_dir, lib_dir):
         if _MACRO.search(value):
             raise DoctorError(
-                f"{value!r} looks like a CMake preset macro (${{...}}), which a preset would expand",
+                f"{value} looks like a CMake preset macro (${{...}}), which a preset would expand",
                 "use `doctor emit setenv` (Torch_DIR) instead of a preset for this path",
                 error_id="emit.unrepresentable",
             )

@@ -104,8 +104,10 @@ def test_cmake_preset_is_json_with_torch_dir_and_abi():
 
 
 def test_cmake_refuses_a_path_a_preset_would_expand():
-    with pytest.raises(DoctorError, match="macro"):
-        emit_text("cmake", install=fake_install("/opt/${x}/libtorch"), host=Host(env={}))
+    with pytest.raises(DoctorError, match="macro") as err:
+        emit_text("cmake", install=fake_install("/opt/${x}/back\\slash/libtorch"), host=Host(env={}))
+    # the path as it is (the renderer escapes what must be), not a Python repr doubling the backslash
+    assert err.value.message.startswith("/opt/${x}/back\\slash/libtorch/share/cmake/Torch looks like")
 
 
 def test_cmake_preset_configures_find_package_torch_with_no_flags(tmp_path, wheel_root):
