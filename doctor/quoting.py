@@ -169,9 +169,16 @@ def rpath_problem(lib_dir: str, system: str = "Linux") -> tuple[str, str] | None
         return None
     if ":" in lib_dir:
         return "':'", "the loader splits RUNPATH at ':'"
-    if m := _LOADER_DST.search(lib_dir):
-        return repr(m.group()), f"the loader replaces {m.group()} in RUNPATH"
+    if token := loader_token(lib_dir):
+        return repr(token), f"the loader replaces {token} in RUNPATH"
     return None
+
+
+def loader_token(path: str) -> str | None:
+    """The dynamic string token ($ORIGIN, $LIB, $PLATFORM, or braced) in `path`, if any: glibc's
+    ld.so replaces it in RUNPATH and in LD_LIBRARY_PATH alike (ld.so(8), "Dynamic string tokens")."""
+    m = _LOADER_DST.search(path)
+    return m.group() if m else None
 
 
 def rpath_words(lib_dir: str, system: str = "Linux") -> list[str]:

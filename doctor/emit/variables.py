@@ -12,7 +12,8 @@ from pathlib import PurePosixPath, PureWindowsPath
 
 from doctor.catalog.platforms import loader_variable, separator
 from doctor.catalog.releases import ABI_DEFINE
-from doctor.quoting import list_element
+from doctor.errors import DoctorError
+from doctor.quoting import list_element, loader_token
 from doctor.record import record
 
 
@@ -68,6 +69,10 @@ def variables(install, system: str = "Linux") -> list[Var]:
     for name, paths in (("CMAKE_PREFIX_PATH", [root]), ("the include path", include_dirs), ("the library path", [lib_dir])):
         for path in paths:
             list_element(path, name, sep)
+    if system == "Linux" and (token := loader_token(lib_dir)):
+        raise DoctorError(f"the path {lib_dir} contains {token!r}, which ld.so replaces in LD_LIBRARY_PATH: programs "
+                          "would look in another folder", "move or link the libtorch tree to a path without it and pass "
+                          "--libtorch", error_id="emit.unrepresentable")
     out += [
         Var("Torch_DIR", str(P(root) / "share" / "cmake" / "Torch"), "set"),
         Var("CMAKE_PREFIX_PATH", root, "prepend"),

@@ -89,6 +89,24 @@ def test_a_path_the_loader_would_split_or_expand_in_an_rpath_is_refused(fmt, odd
     assert "move or link the libtorch tree" in err.value.hint
 
 
+def test_a_lib_dir_holding_a_loader_token_is_refused_for_the_loader_path(tmp_path, wheel_root):
+    """ld.so replaces $LIB in LD_LIBRARY_PATH as in RUNPATH (a program started with the tree's lib
+    dir on it, here for real, does not find libc10.so), so setenv refuses such a path as it does ':'."""
+    import shutil
+
+    tree = make_tree(tmp_path / "$LIB" / "lt")
+    shutil.copy(wheel_root / "lib/libc10.so", tree / "lib/libc10.so")
+    (tmp_path / "main.c").write_text("int main(void) { return 0; }\n")
+    exe = tmp_path / "needs-c10"
+    subprocess.run(["gcc", "-o", str(exe), str(tmp_path / "main.c"), "-Wl,--no-as-needed", f"-L{tree / 'lib'}", "-lc10"],
+                   check=True)
+    ran = subprocess.run([str(exe)], capture_output=True, text=True, env={"LD_LIBRARY_PATH": str(tree / "lib")})
+    assert ran.returncode == 127 and "libc10.so: cannot open shared object file" in ran.stderr
+    got = doctor_subprocess("emit", "setenv", "--libtorch", str(tree))
+    assert got.returncode == 1 and got.stdout == ""
+    assert got.stderr.startswith(f"error: the path {tree}/lib contains '$LIB', which ld.so replaces in LD_LIBRARY_PATH")
+
+
 def test_a_dollar_the_loader_keeps_is_carried():
     root = "/opt/$LIBRARY/$HOME/libtorch"  # not a name ld.so replaces
     fields = cabal_fields(emit_text("cabal", install=fake_install(root), host=Host(env={})))
