@@ -485,28 +485,38 @@ class Host:
         if exe is None:
             return RunResult(argv, None, error=f"{argv[0]}: not found on PATH")
         start = time.monotonic()
+        proc = self._spawn(argv, exe, subprocess.PIPE if input is not None else subprocess.DEVNULL, env)
+        if isinstance(proc, str):
+            return RunResult(argv, None, error=proc)
+        try:
+            return self._collect(proc, argv, start, timeout, input, limit)
+        finally:
+            _RUNNING.discard(proc)
+
+    def _spawn(self, argv: tuple[str, ...], exe: str, stdin, env: Mapping[str, str] | None = None) -> subprocess.Popen | str:
+        """Start a command for `run` or `relay` (stdin: a pipe, /dev/null, or None for the doctor's
+        own), its stdout and stderr piped; the reason when it cannot start. The caller discards it
+        from _RUNNING once it has ended."""
         real_cwd = self.real(self.cwd)
         try:
-            # A new session so a timeout kills the whole group: a hung child's own
-            # children would otherwise keep the pipes open and block us past the timeout.
+            # A new session so a timeout kills the whole group: a hung child's own children would
+            # otherwise keep the pipes open and block us past the timeout. It then has no controlling
+            # terminal, and a Ctrl-C reaches the doctor, which kills the group.
             proc = subprocess.Popen(
                 (exe, *argv[1:]),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                stdin=stdin,
                 env=dict(env if env is not None else _child_env(self)),
                 cwd=real_cwd if _safely(real_cwd.is_dir) else None,
                 start_new_session=os.name == "posix",
             )
         except (OSError, ValueError) as exc:
-            return RunResult(argv, None, error=f"{argv[0]}: {getattr(exc, 'strerror', None) or exc}")
+            return f"{argv[0]}: {getattr(exc, 'strerror', None) or exc}"
         _RUNNING.add(proc)
         if _STOPPING:  # the run is ending: a thread that started a command just now must not wait on it
             _kill_group(proc)
-        try:
-            return self._collect(proc, argv, start, timeout, input, limit)
-        finally:
-            _RUNNING.discard(proc)
+        return proc
 
     def _collect(self, proc: subprocess.Popen, argv: tuple[str, ...], start: float, timeout: float,
                  input: str | None, limit: int | None) -> RunResult:
@@ -530,8 +540,7 @@ class Host:
             except subprocess.TimeoutExpired:  # SIGKILL pending in the kernel: nvidia-smi in D state on a
                 # GPU that fell off the bus. It dies when the kernel lets it go; the doctor does not wait.
                 return RunResult(argv, None, timed_out=True, seconds=time.monotonic() - start,
-                                 error=f"{argv[0]} timed out after {timeout:g} s and did not die when killed "
-                                 "(stuck in the kernel: a hung driver or file system)")
+                                 error=_timed_out(argv, timeout, died=False))
             for r in readers:  # the group is dead: the pipes close promptly
                 r.join(timeout=1.0)
         except BaseException:  # Ctrl-C, SIGTERM in this thread: its own session would let it outlive us
@@ -542,7 +551,7 @@ class Host:
         if truncated:
             self.truncated.append(" ".join(argv))
         if timed_out:
-            return RunResult(argv, None, out, err, timed_out=True, error=f"{argv[0]} timed out after {timeout:g} s",
+            return RunResult(argv, None, out, err, timed_out=True, error=_timed_out(argv, timeout),
                              seconds=time.monotonic() - start, truncated=truncated)
         return RunResult(argv, proc.returncode, out, err, seconds=time.monotonic() - start, truncated=truncated)
 
@@ -559,18 +568,9 @@ class Host:
             return Relayed(argv, None, error=f"{argv[0]}: not found on PATH")
         with self.temp_file() as spool:
             start = time.monotonic()
-            real_cwd = self.real(self.cwd)
-            try:
-                # Its own session, as in `run`, so that a timeout kills its children too; it then has no
-                # controlling terminal, and a Ctrl-C reaches the doctor, which kills the group.
-                proc = subprocess.Popen((exe, *argv[1:]), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        env=dict(_child_env(self)), cwd=real_cwd if _safely(real_cwd.is_dir) else None,
-                                        start_new_session=os.name == "posix")
-            except (OSError, ValueError) as exc:
-                return Relayed(argv, None, error=f"{argv[0]}: {getattr(exc, 'strerror', None) or exc}")
-            _RUNNING.add(proc)
-            if _STOPPING:
-                _kill_group(proc)
+            proc = self._spawn(argv, exe, None)
+            if isinstance(proc, str):
+                return Relayed(argv, None, error=proc)
             try:
                 return self._relayed(proc, argv, start, timeout, _Spool(spool, keep), out, err)
             finally:
@@ -590,15 +590,20 @@ class Host:
             _kill_group(proc)
             try:
                 proc.wait(timeout=KILL_GRACE)
-                error = f"{argv[0]} timed out after {timeout:g} s"
+                error = _timed_out(argv, timeout)
             except subprocess.TimeoutExpired:
-                error = (f"{argv[0]} timed out after {timeout:g} s and did not die when killed "
-                         "(stuck in the kernel: a hung driver or file system)")
+                error = _timed_out(argv, timeout, died=False)
             pump.join(timeout=1.0)  # what it printed before the kill is passed on and kept
         pump.stop()
         output, dropped, spool_error = spool.read_back()
         return Relayed(argv, proc.returncode if ended else None, output, dropped, timed_out=not ended, error=error,
                        spool_error=spool_error, seconds=time.monotonic() - start)
+
+
+def _timed_out(argv: tuple[str, ...], timeout: float, died: bool = True) -> str:
+    said = f"{argv[0]} timed out after {timeout:g} s"
+    # SIGKILL pending in the kernel: nvidia-smi in D state on a GPU that fell off the bus
+    return said if died else f"{said} and did not die when killed (stuck in the kernel: a hung driver or file system)"
 
 
 def _wait_relayed(proc: subprocess.Popen, pump: _Pump, deadline: float) -> bool:
