@@ -32,7 +32,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import NoReturn, Protocol
 from urllib.parse import urlsplit
 
 from doctor import __version__
@@ -389,9 +389,7 @@ def _check_status(resp, at: _Attempt, st: _State) -> str:
     if status == 416 and st.offset:
         if at.total is not None and st.offset == at.total:
             return "done"  # everything is already here
-        at.log("the server refused to resume; starting over")
-        st.restart()
-        raise _Restart("the server refused to resume (HTTP 416)")
+        _start_over(at, st, "the server refused to resume", "the server refused to resume (HTTP 416)")
     if status in (404, 410):
         raise DoctorError(f"not found (HTTP {status}): {where}",
                           "the catalog may be out of date or the file was removed; "
@@ -412,14 +410,11 @@ def _check_status(resp, at: _Attempt, st: _State) -> str:
         answered = _content_range(resp)
         asked = st.offset
         if answered is None or answered[0] != asked:
-            at.log("the server answered a different range; starting over")
-            st.restart()
-            raise _Restart(f"the server answered another range than bytes={asked}-")
+            _start_over(at, st, "the server answered a different range", f"the server answered another range than bytes={asked}-")
         if answered[2] is not None and at.total is not None and answered[2] != at.total:
             # If-Range held, yet the size is not the one first announced: these bytes may be of another copy.
-            at.log(f"the server's resume gives the file as {answered[2]} bytes, not {at.total}; starting over")
-            st.restart()
-            raise _Restart(f"the server's resume gave another size for the file ({answered[2]} bytes, not {at.total})")
+            _start_over(at, st, f"the server's resume gives the file as {answered[2]} bytes, not {at.total}",
+                        f"the server's resume gave another size for the file ({answered[2]} bytes, not {at.total})")
         if answered[2] is not None:
             at.total = answered[2]
         return "go"
@@ -444,6 +439,13 @@ def _check_status(resp, at: _Attempt, st: _State) -> str:
                "not to; decoding it")
         at.total = None
     return "go"
+
+
+def _start_over(at: _Attempt, st: _State, said: str, why: str) -> NoReturn:
+    """Drop the partial file; the next request starts from byte 0 (a failure: see _Restart)."""
+    at.log(f"{said}; starting over")
+    st.restart()
+    raise _Restart(why)
 
 
 def _content_range(resp) -> tuple[int, int, int | None] | None:
