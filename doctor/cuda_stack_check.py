@@ -132,14 +132,12 @@ def binary_check(host: Host, path: str, facts: dict):
     from doctor.probe.binary import inspect_binary
     from doctor.probe.loader import read_ld_cache
 
-    from doctor.diagnose.common import NOT_A_DIRECTORY
+    from doctor.diagnose.common import not_a_file
     from doctor.errors import UsageError
 
     kind = host.path_kind(path)
     if kind != "file":
-        said = {"missing": "no such file", "directory": "is a directory", "fifo": "is a named pipe",
-                "socket": "is a socket", "device": "is a device"}.get(kind) or NOT_A_DIRECTORY.get(kind, kind)
-        raise UsageError(f"--binary {path}: {said}", "pass a built program, extension module or shared library")
+        raise UsageError(f"--binary {path}: {not_a_file(kind)}", "pass a built program, extension module or shared library")
     libtorch = facts.get("libtorch")
     active = libtorch.active_install if libtorch is not None else None
     binary = inspect_binary(host, path, read_ld_cache(host))

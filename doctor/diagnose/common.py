@@ -27,3 +27,14 @@ NOT_A_DIRECTORY = {
 
 def not_a_directory(kind: str) -> str:
     return NOT_A_DIRECTORY.get(kind, "is not a directory")
+
+
+_NOT_A_FILE = {"directory": "a directory", "fifo": "a named pipe", "socket": "a socket", "device": "a device"}
+
+
+def not_a_file(kind: str, wanted: str | None = None) -> str:
+    """What a path that should be a file is instead ("is a named pipe, not a zip file"), in the
+    words above for the kinds a file and a directory share; `wanted` names what was expected."""
+    if kind in _NOT_A_FILE:
+        return f"is {_NOT_A_FILE[kind]}" + (f", not {wanted}" if wanted else "")
+    return "no such file" if kind == "missing" else NOT_A_DIRECTORY.get(kind, "no such file")

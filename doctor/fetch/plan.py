@@ -15,6 +15,7 @@ from urllib.parse import unquote, urlsplit
 
 from doctor import fixes
 from doctor.catalog import releases
+from doctor.diagnose.common import not_a_file
 from doctor.errors import UsageError
 from doctor.fetch.names import host_problem, redact_url, safe_component
 from doctor.formats import clip
@@ -193,7 +194,7 @@ def resolve_plan(host: Host, req: FetchRequest, gpu_facts: Callable[[], Any] | N
         listed = False
         if not host.is_file(req.archive):
             kind = host.path_kind(req.archive)
-            raise UsageError(f"--archive {req.archive}: {_NOT_A_FILE.get(kind, 'no such file')}",
+            raise UsageError(f"--archive {req.archive}: {not_a_file(kind, 'a zip file')}",
                              "give --archive the path of a libtorch zip on disk")
         if platform.startswith("linux") and abi is None:
             abi = "cxx11"
@@ -238,19 +239,6 @@ def resolve_plan(host: Host, req: FetchRequest, gpu_facts: Callable[[], Any] | N
     return Plan(version, variant, abi, platform, debug, req.channel, source, url, file_name,
                 Path(req.archive) if req.archive else None, dest, lock_path, sha, listed,
                 req.index_url, req.allow_http, notes)
-
-
-# What a path given as --archive is instead of a file, as the error says it (Host.path_kind's words).
-_NOT_A_FILE = {
-    "directory": "is a directory, not a zip file",
-    "fifo": "is a named pipe, not a zip file",
-    "socket": "is a socket, not a zip file",
-    "device": "is a device, not a zip file",
-    "loop": "is a symbolic link loop",
-    "dangling": "is a symbolic link to a path that does not exist",
-    "denied": "cannot be reached (permission denied)",
-    "under-file": "does not exist (a file stands where one of its parent folders should be)",
-}
 
 
 def _check_url(url: str, allow_http: bool) -> None:
